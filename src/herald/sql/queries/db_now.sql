@@ -1,0 +1,1 @@
+SELECT herald_now() AS now

@@ -1,0 +1,1 @@
+SELECT to_regclass(quote_ident(%(schema)s) || '.schema_migrations') IS NOT NULL AS present

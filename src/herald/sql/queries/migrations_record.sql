@@ -1,0 +1,2 @@
+INSERT INTO schema_migrations (version, name, checksum)
+VALUES (%(version)s, %(name)s, %(checksum)s)
