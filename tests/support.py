@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from herald import Backoff, Herald, JobContext, Permanent, Snooze
+from herald import Backoff, Client, Herald, JobContext, Permanent, Settings, Snooze, Worker
 from herald.errors import Cancel
 
 APP = Herald()
@@ -100,3 +103,77 @@ async def persist_data(ctx: JobContext, payload: dict[str, Any]) -> dict[str, An
     if ctx.attempt < int(payload.get("persist_fails_until", 0)):
         raise RuntimeError("persist failed")
     return {"persisted": ctx.checkpoint["files"], "persisted_on_attempt": ctx.attempt}
+
+
+# --- kinds and helpers of the in-process engine tests ------------------------------------
+
+SLOW = Backoff(base=100.0, factor=5.0, cap=1000.0, jitter=0.2)
+TERMINAL = frozenset({"succeeded", "dead", "cancelled"})
+
+
+@APP.task("slow_retry", backoff=SLOW)
+async def slow_retry(ctx: JobContext, payload: dict[str, Any]) -> None:
+    raise RuntimeError("try again much later")
+
+
+@APP.task("keeper", keep_forever=True)
+async def keeper(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """A kind whose finished records are kept forever (as published versions are)."""
+
+
+@APP.task("brief", retention=60.0)
+async def brief(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """A kind whose finished records are kept for one minute only."""
+
+
+@APP.task("timeboxed", backoff=FAST, timeout=0.2)
+async def timeboxed(ctx: JobContext, payload: dict[str, Any]) -> str:
+    await asyncio.sleep(float(payload.get("sleep", 0.0)) if ctx.attempt == 1 else 0.0)
+    return f"finished on attempt {ctx.attempt}"
+
+
+@APP.task("which_thread", backoff=FAST)
+def which_thread(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """A sync handler: reports the thread it ran on."""
+    return {"thread": threading.current_thread().name, "main": threading.main_thread().name}
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: Settings, **options: Any) -> AsyncIterator[Worker]:
+    """A worker running in this event loop until the block ends (then drained)."""
+    worker = Worker(APP, settings=settings, **options)
+    task = asyncio.create_task(worker.run())
+    ready = asyncio.create_task(worker.ready.wait())
+    await asyncio.wait([task, ready], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if task.done():
+        task.result()  # raise whatever stopped it
+    if not worker.ready.is_set():
+        task.cancel()
+        raise AssertionError("the worker did not make its first claim within 30 s")
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def wait_for_job(
+    client: Client,
+    job_id: int,
+    until: Callable[[dict[str, Any]], Any] | None = None,
+    limit: float = 30.0,
+) -> dict[str, Any]:
+    """Poll the job's row until ``until(row)`` holds (default: a terminal state).
+
+    ``limit`` only guards against a hang; it is no statement about speed.
+    """
+    check = until or (lambda row: row["state"] in TERMINAL)
+    deadline = time.monotonic() + limit
+    while True:
+        row = await client.get_job(job_id)
+        if row is not None and check(row):
+            return row
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} never reached the expected state: {row}")
+        await asyncio.sleep(0.02)
