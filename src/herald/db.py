@@ -67,5 +67,7 @@ def make_pool(info: str, size: int, name: str = "herald") -> AsyncConnectionPool
         connection_class=psycopg.AsyncConnection[Row],
         open=False,
         name=name,
-        reconnect_timeout=0,
+        # Waiting longer than this for a connection is an error the loops retry;
+        # failed reconnects keep being retried in the background.
+        timeout=10.0,
     )

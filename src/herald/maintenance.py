@@ -14,7 +14,6 @@ import logging
 import math
 from dataclasses import dataclass
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
@@ -104,7 +103,7 @@ class Maintenance:
                     while pruned == PRUNE_BATCH:
                         pruned = await self.prune_once()
                     next_prune = loop.time() + self.settings.prune_interval
-            except (psycopg.Error, OSError) as exc:
+            except Exception as exc:  # must survive database restarts and surprises
                 self.stats.errors += 1
                 log.warning("maintenance pass failed (%s); will try again", exc)
             with contextlib.suppress(TimeoutError):

@@ -160,6 +160,7 @@ class Worker:
         try:
             await self._fetch_loop()
             await self._drain()
+            await self._await_outbox(timeout=5.0)
         finally:
             for task in helpers:
                 task.cancel()
@@ -194,6 +195,16 @@ class Worker:
         if leftover:
             await asyncio.gather(*leftover, return_exceptions=True)
 
+    async def _await_outbox(self, timeout: float) -> None:
+        """Let the completer record what is left before it is stopped."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._outbox and loop.time() < deadline:
+            self._flushed.clear()
+            self._flush.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._flushed.wait(), max(0.0, deadline - loop.time()))
+
     async def _final_flush(self) -> None:
         deadline = time.monotonic() + 5.0
         while self._outbox and time.monotonic() < deadline:
@@ -218,7 +229,7 @@ class Worker:
             try:
                 rows = await self._claim(want)
                 backoff = 0.05
-            except (psycopg.Error, OSError) as exc:
+            except Exception as exc:  # the database may be restarting: keep trying
                 self.stats.db_errors += 1
                 log.warning("claim failed (%s); retrying in %.2fs", exc, backoff)
                 await self._sleep_or_stop(backoff)
@@ -269,7 +280,7 @@ class Worker:
                             self._wake.set()
             except asyncio.CancelledError:
                 raise
-            except (psycopg.Error, OSError) as exc:
+            except Exception as exc:  # never give up listening; polling covers the gap
                 log.info("listener lost its connection (%s); reconnecting", exc)
                 self._wake.set()
                 await asyncio.sleep(backoff)
@@ -391,7 +402,10 @@ class Worker:
         interval = self.settings.heartbeat_interval
         while True:
             await asyncio.sleep(interval)
-            await self._heartbeat_once()
+            try:
+                await self._heartbeat_once()
+            except Exception:  # a dead heartbeat loop would silently expire every lease
+                log.exception("heartbeat pass failed; continuing")
 
     async def _heartbeat_once(self) -> None:
         sent_at = time.monotonic()
@@ -490,7 +504,7 @@ class Worker:
                 try:
                     await self._flush_once()
                     backoff = 0.05
-                except (psycopg.Error, OSError) as exc:
+                except Exception as exc:  # keep every outcome until it is recorded
                     self.stats.db_errors += 1
                     log.warning("recording outcomes failed (%s); retrying in %.2fs", exc, backoff)
                     await asyncio.sleep(backoff)
