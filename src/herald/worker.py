@@ -160,7 +160,7 @@ class Worker:
         try:
             await self._fetch_loop()
             await self._drain()
-            await self._await_outbox(timeout=5.0)
+            await self._await_outbox(within=5.0)
         finally:
             for task in helpers:
                 task.cancel()
@@ -195,10 +195,10 @@ class Worker:
         if leftover:
             await asyncio.gather(*leftover, return_exceptions=True)
 
-    async def _await_outbox(self, timeout: float) -> None:
+    async def _await_outbox(self, within: float) -> None:
         """Let the completer record what is left before it is stopped."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = loop.time() + within
         while self._outbox and loop.time() < deadline:
             self._flushed.clear()
             self._flush.set()
