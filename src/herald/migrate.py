@@ -84,9 +84,12 @@ async def _current_schema(conn: AsyncConn) -> str | None:
 
 async def migrate(conn: AsyncConn, schema: str) -> list[Migration]:
     """Bring ``schema`` up to date; returns what was applied (empty when current)."""
-    await conn.execute(queries.query_with_identifiers("migrations_create_schema", schema=schema))
-    await conn.execute(queries.query("migrations_lock"))
+    # Lock first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide in the catalog.
+    await conn.execute(queries.query("migrations_lock"), {"schema": schema})
     try:
+        await conn.execute(
+            queries.query_with_identifiers("migrations_create_schema", schema=schema)
+        )
         await conn.execute(queries.query("migrations_bootstrap"))
         todo = await pending(conn)
         for migration in todo:
@@ -102,4 +105,4 @@ async def migrate(conn: AsyncConn, schema: str) -> list[Migration]:
                 )
         return todo
     finally:
-        await conn.execute(queries.query("migrations_unlock"))
+        await conn.execute(queries.query("migrations_unlock"), {"schema": schema})

@@ -1,1 +1,1 @@
-SELECT pg_advisory_unlock(hashtextextended('herald.migrate.' || current_schema(), 0))
+SELECT pg_advisory_unlock(hashtextextended('herald.migrate.' || %(schema)s::text, 0))
