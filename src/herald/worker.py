@@ -26,7 +26,7 @@ import socket
 import time
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,6 +120,8 @@ class Worker:
         self._hard_stop = asyncio.Event()
         self._last_lease_confirmed = time.monotonic()
         self.ready = asyncio.Event()
+        # Each is called as observer(kind, outcome, seconds) after a handler run (metrics).
+        self.observers: list[Callable[[str, str, float], None]] = []
 
     @property
     def pool(self) -> AsyncConnectionPool[AsyncConn]:
@@ -296,6 +298,7 @@ class Worker:
 
     async def _execute(self, ctx: JobContext, payload: dict[str, Any]) -> None:
         outcome: _Outcome | None
+        started = time.monotonic()
         try:
             kind = self.app.kind(ctx.kind)
             if kind.timeout is None:
@@ -348,6 +351,10 @@ class Worker:
         elif ctx.lost.is_set() and outcome is not None:
             self.stats.lease_lost += 1
         self._capacity.set()
+        done = "succeeded" if ctx.completed_in_transaction else "lost"
+        ended = outcome.outcome if outcome else done
+        for observe in self.observers:
+            observe(ctx.kind, ended, time.monotonic() - started)
 
     def _interrupted(self, ctx: JobContext) -> _Outcome | None:
         if ctx.lost.is_set():
