@@ -29,8 +29,10 @@ CREATE TABLE schedules (
     -- slots folded into one catch-up fire (misfire = once), in total and at the last fire.
     coalesced_count  bigint      NOT NULL DEFAULT 0 CHECK (coalesced_count >= 0),
     last_coalesced   integer     NOT NULL DEFAULT 0 CHECK (last_coalesced >= 0),
-    -- slots passed over without firing (misfire = skip, or a fire that failed).
+    -- slots passed over without firing (misfire = skip).
     skipped_count    bigint      NOT NULL DEFAULT 0 CHECK (skipped_count >= 0),
+    -- passes whose fire failed (last_error says why); their due slots were passed over.
+    failed_count     bigint      NOT NULL DEFAULT 0 CHECK (failed_count >= 0),
     created_at       timestamptz NOT NULL DEFAULT herald_now(),
     updated_at       timestamptz NOT NULL DEFAULT herald_now(),
 
