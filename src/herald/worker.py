@@ -417,22 +417,27 @@ class Worker:
     async def _heartbeat_once(self) -> None:
         sent_at = time.monotonic()
         try:
-            async with self.lease_lock:
+            if not self._held()[0]:
+                self._last_lease_confirmed = sent_at
+                return
+            # Connection first, then the lock (as in JobContext.transaction, which holds
+            # a connection while it waits for the lock): the other order deadlocks a
+            # pool whose connections are all held by handlers' transactions.
+            async with self.pool.connection() as conn, self.lease_lock:
                 ids, fences = self._held()
                 if not ids:
                     self._last_lease_confirmed = sent_at
                     return
-                async with self.pool.connection() as conn:
-                    cur = await conn.execute(
-                        sql.query("heartbeat"),
-                        {
-                            "ids": ids,
-                            "fences": fences,
-                            "lease_s": self.settings.lease,
-                            "owner": self.owner,
-                        },
-                    )
-                    kept = {row["id"] for row in await cur.fetchall()}
+                cur = await conn.execute(
+                    sql.query("heartbeat"),
+                    {
+                        "ids": ids,
+                        "fences": fences,
+                        "lease_s": self.settings.lease,
+                        "owner": self.owner,
+                    },
+                )
+                kept = {row["id"] for row in await cur.fetchall()}
         except (psycopg.Error, OSError) as exc:
             self.stats.db_errors += 1
             # Cannot reach the database: once our last confirmed lease has run out by
@@ -519,7 +524,8 @@ class Worker:
 
     async def _flush_once(self) -> None:
         batch = self._outbox[:500]
-        async with self.lease_lock, self.pool.connection() as conn:
+        # Connection before lock, like the heartbeat (see there).
+        async with self.pool.connection() as conn, self.lease_lock:
             cur = await conn.execute(
                 sql.query("finish"),
                 {
