@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,9 @@ from herald.errors import (
 from herald.registry import Herald, Kind
 
 _MAX_ADMISSION_TRIES = 8
+# A NUL character as json.dumps writes it: "\u0000" whose backslash is not itself escaped
+# (a literal backslash followed by "u0000" in the text is written "\\u0000" and is fine).
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 class Outcome(StrEnum):
@@ -104,7 +108,7 @@ class Client:
             )
         except (TypeError, ValueError) as exc:
             raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
-        if "\\u0000" in payload_json:
+        if "\\u0000" in payload_json and _ESCAPED_NUL.search(payload_json):
             raise InvalidPayload(
                 "payload contains a NUL character, which JSON in PostgreSQL cannot hold"
             )
@@ -114,13 +118,23 @@ class Client:
         key = spec.key
         if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 1000):
             raise AdmissionError("key must be a non-empty string of at most 1000 characters")
+        if key is not None and "\x00" in key:
+            raise AdmissionError("key contains a NUL character, which PostgreSQL text cannot hold")
         ikey = spec.idempotency_key
         if ikey is not None and (not isinstance(ikey, str) or not 0 < len(ikey) <= 255):
             raise AdmissionError(
                 "idempotency key must be a non-empty string of at most 255 characters"
             )
+        if ikey is not None and "\x00" in ikey:
+            raise AdmissionError(
+                "idempotency key contains a NUL character, which PostgreSQL text cannot hold"
+            )
         priority = kind.priority if spec.priority is None else spec.priority
-        if not isinstance(priority, int) or not -32768 <= priority <= 32767:
+        if (
+            not isinstance(priority, int)
+            or isinstance(priority, bool)
+            or not -32768 <= priority <= 32767
+        ):
             raise AdmissionError("priority must be an integer between -32768 and 32767")
         attempts = kind.max_attempts if spec.max_attempts is None else spec.max_attempts
         if not isinstance(attempts, int) or not 1 <= attempts <= 1000:
@@ -130,8 +144,8 @@ class Client:
         ):
             raise AdmissionError("run_at must be a timezone-aware datetime")
         queue = spec.queue or kind.queue
-        if len(queue) > 200:
-            raise AdmissionError("queue name must be at most 200 characters")
+        if not isinstance(queue, str) or len(queue) > 200 or "\x00" in queue:
+            raise AdmissionError("queue name must be a string of at most 200 characters, no NUL")
         params = {
             "kind": kind.name,
             "queue": queue,
@@ -187,8 +201,11 @@ class Client:
 
     async def _admit_idempotent(self, conn: Any, prepared: _Prepared) -> Enqueued:
         ikey = prepared.spec.idempotency_key
+        # Canonical form: the same JSON object written in another key order is the same
+        # request (jsonb does not keep key order either).
+        canonical = json.dumps(json.loads(prepared.payload_json), sort_keys=True)
         fingerprint = hashlib.sha256(
-            json.dumps([prepared.kind.name, prepared.spec.key, prepared.payload_json]).encode()
+            json.dumps([prepared.kind.name, prepared.spec.key, canonical]).encode()
         ).hexdigest()
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(sql.query("idempotency_lock"), {"key": ikey})
