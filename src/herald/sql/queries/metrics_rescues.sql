@@ -1,0 +1,1 @@
+SELECT outcome::text AS outcome, count(*) AS n FROM rescues GROUP BY outcome ORDER BY outcome
