@@ -27,6 +27,7 @@ from herald.errors import UnknownKind
 
 if TYPE_CHECKING:
     from herald.context import JobContext
+    from herald.ops.limits import Limits
 
 Payload = dict[str, Any]
 Handler = Callable[["JobContext", Payload], Any]
@@ -66,6 +67,7 @@ class Kind:
     steps: list[Step] = field(default_factory=list)
     compensate: Compensation | None = None
     pipeline: bool = False
+    limits: Limits | None = None  # rate/concurrency limits, see herald.ops.limits.declare
 
     @property
     def keeps_forever(self) -> bool:

@@ -372,6 +372,8 @@ class Worker:
             return 1.0
 
     async def _run_steps(self, kind: Kind, ctx: JobContext, payload: dict[str, Any]) -> Any:
+        if kind.limits is not None:  # may raise Snooze: not an attempt
+            await kind.limits.enforce(self.pool, ctx, payload)
         if not kind.pipeline:
             step = kind.steps[0]
             return await call(step.handler, step.is_async, ctx, payload)
@@ -395,7 +397,7 @@ class Worker:
         ids: list[int] = []
         fences: list[int] = []
         for job_id, entry in self._running.items():
-            if entry.ctx.completed_in_transaction:
+            if entry.ctx.completed_in_transaction or getattr(entry.ctx, "finishing", False):
                 continue
             ids.append(job_id)
             fences.append(entry.ctx.fence)

@@ -1,0 +1,113 @@
+"""The audit trail: every manual action records who, what, why, when, before and after.
+
+An action writes its audit record with the same connection, inside the same transaction
+as its change, so the log never claims a change that was rolled back (nor misses one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from herald import sql
+from herald.db import Row
+from herald.ops.conn import Source, connection, to_json
+from herald.ops.errors import AuditInfoMissing
+
+# (target type, target id), e.g. ("job", 42) or ("schedule", "nightly-report").
+Target = tuple[str, int | str]
+
+MAX_ACTOR = 200
+MAX_REASON = 2000
+
+
+def require(actor: object, reason: object) -> tuple[str, str]:
+    """Validate a manual action's actor and reason before anything is written.
+
+    Returns both stripped; raises :class:`AuditInfoMissing` naming what is missing.
+    """
+    problems = []
+    if not isinstance(actor, str) or not actor.strip():
+        problems.append("an actor (who is doing this)")
+    elif len(actor.strip()) > MAX_ACTOR:
+        problems.append(f"an actor of at most {MAX_ACTOR} characters")
+    if not isinstance(reason, str) or not reason.strip():
+        problems.append("a reason (why it is done)")
+    elif len(reason.strip()) > MAX_REASON:
+        problems.append(f"a reason of at most {MAX_REASON} characters")
+    if problems:
+        raise AuditInfoMissing("a manual action needs " + " and ".join(problems))
+    assert isinstance(actor, str) and isinstance(reason, str)
+    return actor.strip(), reason.strip()
+
+
+async def record(
+    conn: Source,
+    actor: str,
+    action: str,
+    target: Target,
+    reason: str,
+    before: Any = None,
+    after: Any = None,
+) -> Row:
+    """Write one audit record and return it.
+
+    Pass the connection of the action's transaction so both commit together. ``before``
+    and ``after`` are JSON-serialisable snapshots of the target (datetimes allowed);
+    ``None`` means "did not exist" (e.g. ``after`` of a discard).
+    """
+    actor, reason = require(actor, reason)
+    target_type, target_id = target
+    if not isinstance(action, str) or not action.strip():
+        raise ValueError("audit action must be a non-empty string")
+    if not isinstance(target_type, str) or not target_type.strip():
+        raise ValueError("audit target type must be a non-empty string")
+    if target_id is None or str(target_id) == "":
+        raise ValueError("audit target id must not be empty")
+    async with connection(conn) as c:
+        cur = c.cursor(row_factory=dict_row)
+        await cur.execute(
+            sql.query("ops_audit_insert"),
+            {
+                "actor": actor,
+                "action": action.strip(),
+                "target_type": target_type.strip(),
+                "target_id": str(target_id),
+                "reason": reason,
+                "before": to_json(before),
+                "after": to_json(after),
+            },
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+async def entries(
+    conn: Source,
+    *,
+    target_type: str | None = None,
+    target_id: int | str | None = None,
+    actor: str | None = None,
+    action: str | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> list[Row]:
+    """Audit records, newest first; pass the last id seen as ``before_id`` for the next page."""
+    if not 1 <= limit <= 1000:
+        raise ValueError("limit must be between 1 and 1000")
+    async with connection(conn) as c:
+        cur = c.cursor(row_factory=dict_row)
+        await cur.execute(
+            sql.query("ops_audit_list"),
+            {
+                "target_type": target_type,
+                "target_id": None if target_id is None else str(target_id),
+                "actor": actor,
+                "action": action,
+                "before_id": before_id,
+                "limit": limit,
+            },
+        )
+        return await cur.fetchall()

@@ -1,0 +1,199 @@
+"""Rate limits (token buckets) and concurrency limits (slots), kept in PostgreSQL.
+
+Both are shared by every worker on the schema and decided by the database alone:
+
+* :func:`acquire` takes one token from the bucket of a key, refilled at ``rate`` per
+  second up to ``burst``, in one atomic statement; with no token available it raises
+  :class:`herald.Snooze` for exactly as long as the next token needs;
+* :func:`acquire_slot` takes one of ``limit`` slots of a key for the running attempt;
+  the slot is held until the job stops running under that attempt's fence (finished,
+  snoozed, cancelled or rescued) - no release call, nothing leaks when a worker dies.
+
+A snoozed job is not charged an attempt. Use them from a handler::
+
+    await limits.acquire(ctx, f"account:{payload['account']}", rate=5, burst=5)
+
+or declare them on a kind so the worker checks them before the handler runs::
+
+    limits.declare(app, "publish", rate=limits.RateLimit(5, 5, key=by_account),
+                   concurrency=limits.ConcurrencyLimit(1, key=by_account))
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from herald import sql
+from herald.context import JobContext
+from herald.db import AsyncConn, Row
+from herald.errors import Snooze
+from herald.ops.conn import Source, connection
+from herald.registry import Herald
+
+# A limit's key: fixed, or derived from the job's payload (e.g. its downstream account).
+KeyFunction = Callable[[dict[str, Any]], str]
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not 0 < len(key) <= 1000:
+        raise ValueError("a limit key must be a non-empty string of at most 1000 characters")
+    return key
+
+
+def _pool_of(source: JobContext | Source) -> Source:
+    if isinstance(source, JobContext):
+        return source._worker.pool  # the worker's pool: no connection of the handler's
+    return source
+
+
+async def acquire(source: JobContext | Source, key: str, rate: float, burst: float) -> datetime:
+    """Take one token of ``key`` or raise :class:`Snooze` until one will be available.
+
+    ``rate`` is tokens per second, ``burst`` the bucket's size (tokens available at once
+    after a quiet spell). The latest caller's rate and burst become the bucket's. Returns
+    the database time at which the token was granted.
+    """
+    _check_key(key)
+    if not rate > 0 or not burst >= 1:
+        raise ValueError("rate must be positive and burst at least 1")
+    async with connection(_pool_of(source)) as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            sql.query("ops_rate_acquire"),
+            {"key": key, "rate": float(rate), "burst": float(burst)},
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    wait = float(row["wait"])
+    if wait > 0:
+        raise Snooze(wait, f"rate limit {key!r}: next token in {wait:.3f}s")
+    at: datetime = row["at"]
+    return at
+
+
+async def acquire_slot(
+    source: JobContext | Source,
+    key: str,
+    limit: int,
+    *,
+    job_id: int | None = None,
+    fence: int | None = None,
+    retry_after: float = 1.0,
+) -> int:
+    """Take a slot of ``key`` for this attempt, or raise :class:`Snooze` when all
+    ``limit`` slots are held by running attempts. Returns the slot number.
+
+    From a handler pass its context; otherwise pass the running job's id and fence.
+    ``retry_after`` (jittered by +-50%%) is how long a job waits before it asks again.
+    """
+    _check_key(key)
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError("a concurrency limit must be an integer of at least 1")
+    if isinstance(source, JobContext):
+        job_id, fence = source.job_id, source.fence
+    if job_id is None or fence is None:
+        raise ValueError("acquire_slot needs the running job's context, or its id and fence")
+    async with connection(_pool_of(source)) as conn, conn.transaction():
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.query("ops_concurrency_lock"), {"key": key})
+        await cur.execute(
+            sql.query("ops_concurrency_acquire"),
+            {"key": key, "limit": limit, "job_id": job_id, "fence": fence},
+        )
+        row = await cur.fetchone()
+    if row is None:
+        wait = retry_after * random.uniform(0.5, 1.5)
+        raise Snooze(wait, f"concurrency limit {key!r}: all {limit} slots are busy")
+    return int(row["slot"])
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A kind's token bucket; ``key`` None means one bucket for the whole kind."""
+
+    rate: float
+    burst: float = 1.0
+    key: str | KeyFunction | None = None
+
+    def __post_init__(self) -> None:
+        if not self.rate > 0 or not self.burst >= 1:
+            raise ValueError("rate must be positive and burst at least 1")
+
+
+@dataclass(frozen=True)
+class ConcurrencyLimit:
+    """At most ``limit`` running jobs per key; ``key`` None means per kind."""
+
+    limit: int
+    key: str | KeyFunction | None = None
+    retry_after: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limit, int) or self.limit < 1:
+            raise ValueError("a concurrency limit must be an integer of at least 1")
+        if self.retry_after <= 0:
+            raise ValueError("retry_after must be positive")
+
+
+def _resolve(key: str | KeyFunction | None, kind: str, what: str, payload: dict[str, Any]) -> str:
+    if key is None:
+        return f"{what}:{kind}"
+    if isinstance(key, str):
+        return key
+    return _check_key(key(payload))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits a kind declares; the worker calls :meth:`enforce` before its handler."""
+
+    rate: RateLimit | None = None
+    concurrency: ConcurrencyLimit | None = None
+
+    async def enforce(
+        self, pool: AsyncConnectionPool[AsyncConn], ctx: JobContext, payload: dict[str, Any]
+    ) -> None:
+        """Take a slot, then a token; raise :class:`Snooze` when either is unavailable.
+
+        The slot comes first: a job that gets a token but no slot would waste the token.
+        """
+        if self.concurrency is not None:
+            c = self.concurrency
+            key = _resolve(c.key, ctx.kind, "concurrency", payload)
+            await acquire_slot(
+                pool, key, c.limit, job_id=ctx.job_id, fence=ctx.fence, retry_after=c.retry_after
+            )
+        if self.rate is not None:
+            r = self.rate
+            await acquire(pool, _resolve(r.key, ctx.kind, "rate", payload), r.rate, r.burst)
+
+
+def declare(
+    app: Herald,
+    kind: str,
+    *,
+    rate: RateLimit | None = None,
+    concurrency: ConcurrencyLimit | None = None,
+) -> Limits:
+    """Give the registered ``kind`` of ``app`` a rate and/or concurrency limit."""
+    found = {k.name: k for k in app.kinds()}
+    if kind not in found:
+        raise ValueError(f"kind {kind!r} is not registered (known: {', '.join(sorted(found))})")
+    limits = Limits(rate, concurrency) if rate or concurrency else None
+    found[kind].limits = limits
+    return limits or Limits()
+
+
+async def rate_stats(conn: Source) -> list[Row]:
+    """Every bucket: rate, burst, current level, tokens granted and requests denied."""
+    async with connection(conn) as c:
+        cur = c.cursor(row_factory=dict_row)
+        await cur.execute(sql.query("ops_rate_stats"))
+        return await cur.fetchall()

@@ -1,0 +1,1 @@
+DELETE FROM dead_letters WHERE id = %(id)s RETURNING id
