@@ -39,6 +39,7 @@ class JobContext:
         # Set when the lease is known lost; the handler's result will be discarded.
         self.lost = asyncio.Event()
         self.completed_in_transaction = False
+        self.finishing = False  # its transactional completion is being committed
 
     @property
     def lease_lost(self) -> bool:
@@ -83,13 +84,15 @@ class JobContext:
         worker = self._worker
         try:
             async with worker.pool.connection() as conn:
-                locked = False
                 try:
                     async with conn.transaction():
                         yield conn
-                        # No heartbeat may run between our completion and its commit.
-                        await worker.lease_lock.acquire()
-                        locked = True
+                        # Leave the heartbeat's set first: a heartbeat meeting our
+                        # uncommitted completion would take the job for lost. The lock
+                        # waits out a heartbeat in flight; it is not held to the commit,
+                        # so the worker's transactions commit concurrently.
+                        async with worker.lease_lock:
+                            self.finishing = True
                         cur = conn.cursor(row_factory=dict_row)
                         await cur.execute(
                             sql.query("finish"),
@@ -108,8 +111,7 @@ class JobContext:
                     # Committed: from now on the worker must not heartbeat this job.
                     self.completed_in_transaction = True
                 finally:
-                    if locked:
-                        worker.lease_lock.release()
+                    self.finishing = False
         except _FenceRefused:
             # The refusal was rolled back with the effect: count it on its own.
             self.lost.set()

@@ -397,7 +397,7 @@ class Worker:
         ids: list[int] = []
         fences: list[int] = []
         for job_id, entry in self._running.items():
-            if entry.ctx.completed_in_transaction or getattr(entry.ctx, "finishing", False):
+            if entry.ctx.completed_in_transaction or entry.ctx.finishing:
                 continue
             ids.append(job_id)
             fences.append(entry.ctx.fence)
