@@ -1,4 +1,4 @@
-"""``herald`` command line: migrate, worker, enqueue, jobs, job, dead, demo."""
+"""``herald`` command line: migrate, worker, scheduler, enqueue, jobs, job, dead, demo."""
 
 from __future__ import annotations
 
@@ -94,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
     dead.add_argument("--limit", type=int, default=50)
 
     sub.add_parser("queues", help="queue depth, oldest waiting age, running")
+
+    scheduler = sub.add_parser("scheduler", help="fire due schedules until SIGTERM/SIGINT")
+    scheduler.add_argument("--interval", type=float, default=5.0, help="seconds between ticks")
+    scheduler.add_argument("--batch", type=int, default=100, help="most schedules fired per tick")
 
     demo = sub.add_parser("demo", help="run Herald's demo end to end on the embedded database")
     demo.add_argument("--jobs", type=int, default=2000)
@@ -255,6 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = load_app(app_spec)
         if args.command == "worker":
             return asyncio.run(_worker(app, settings, args))
+        if args.command == "scheduler":
+            from herald.schedules.scheduler import run_scheduler
+
+            return asyncio.run(
+                run_scheduler(app, settings, interval=args.interval, batch=args.batch)
+            )
         return asyncio.run(_with_client(app, settings, args))
     except HeraldError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,318 @@
+"""Schedule records: create, read, change, pause, resume, delete.
+
+Every function takes an open connection or a pool. Input is validated before anything
+is written; a bad field raises :class:`ScheduleError` (a ``ValueError``) and writes
+nothing. Manual changes (update, pause, resume, delete) name who made them and why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, time
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from herald import sql
+from herald.db import AsyncConn, Row
+from herald.errors import HeraldError
+from herald.registry import Herald
+from herald.schedules.recurrence import Misfire, Recurrence, RecurrenceError, first_due
+
+Db = AsyncConn | AsyncConnectionPool[AsyncConn]
+
+PAYLOAD_LIMIT = 1_000_000  # bytes of JSON, as the engine's default admission limit
+
+
+class ScheduleError(HeraldError, ValueError):
+    """A schedule definition or manual change that cannot be accepted."""
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A schedule's definition: the object it enqueues and when.
+
+    ``frequency`` is daily, weekly, monthly or cron; ``at`` the local time of day,
+    ``weekday`` ISO (1 = Monday), ``day`` the day of month (short months use their last
+    day), ``cron`` a five-field expression, all read in the IANA ``timezone``.
+    ``misfire`` says what a late pass does: ``once`` fires one job for all missed slots,
+    ``skip`` fires only a slot at most ``misfire_grace`` seconds late, ``all`` fires each
+    missed slot, at most ``max_catchup`` per pass.
+    """
+
+    kind: str
+    key: str
+    frequency: str
+    timezone: str
+    at: time | None = None
+    weekday: int | None = None
+    day: int | None = None
+    cron: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    misfire: str = Misfire.ONCE.value
+    misfire_grace: float = 60.0
+    max_catchup: int = 10
+
+    @property
+    def recurrence(self) -> Recurrence:
+        try:
+            return Recurrence(
+                self.frequency,
+                self.timezone,
+                at=self.at,
+                weekday=self.weekday,
+                day=self.day,
+                cron=self.cron,
+            )
+        except RecurrenceError as exc:
+            raise ScheduleError(str(exc)) from None
+
+    def validate(self, app: Herald | None = None) -> tuple[Recurrence, str]:
+        """Check every field; returns the rule and the payload as JSON."""
+        if not isinstance(self.kind, str) or not 0 < len(self.kind) <= 200:
+            raise ScheduleError("kind must be a non-empty string of at most 200 characters")
+        if app is not None:
+            app.kind(self.kind)  # UnknownKind names the registered ones
+        if not isinstance(self.key, str) or not 0 < len(self.key) <= 1000:
+            raise ScheduleError("key must be a non-empty string of at most 1000 characters")
+        payload = _payload_json(self.payload)
+        if self.queue is not None and (
+            not isinstance(self.queue, str) or not 0 < len(self.queue) <= 200
+        ):
+            raise ScheduleError("queue must be a non-empty string of at most 200 characters")
+        if self.priority is not None and (
+            not isinstance(self.priority, int)
+            or isinstance(self.priority, bool)
+            or not -32768 <= self.priority <= 32767
+        ):
+            raise ScheduleError("priority must be an integer between -32768 and 32767")
+        try:
+            Misfire(self.misfire)
+        except ValueError:
+            allowed = ", ".join(m.value for m in Misfire)
+            raise ScheduleError(f"misfire must be one of {allowed}, got {self.misfire!r}") from None
+        grace = self.misfire_grace
+        if not isinstance(grace, int | float) or isinstance(grace, bool) or not 0 <= grace < 1e9:
+            raise ScheduleError("misfire_grace must be a non-negative number of seconds")
+        catchup = self.max_catchup
+        if not isinstance(catchup, int) or isinstance(catchup, bool) or not 1 <= catchup <= 1000:
+            raise ScheduleError("max_catchup must be an integer from 1 to 1000")
+        return self.recurrence, payload
+
+    def params(self, payload_json: str, next_due_at: datetime) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "payload": payload_json,
+            "queue": self.queue,
+            "priority": self.priority,
+            "frequency": str(self.frequency),
+            "timezone": self.timezone,
+            "at_time": self.at,
+            "weekday": self.weekday,
+            "day_of_month": self.day,
+            "cron": self.cron,
+            "misfire": str(self.misfire),
+            "misfire_grace_s": float(self.misfire_grace),
+            "max_catchup": self.max_catchup,
+            "next_due_at": next_due_at,
+        }
+
+
+# Fields a manual update may change; kind and key name the object and stay fixed.
+UPDATABLE = frozenset(f.name for f in fields(ScheduleSpec)) - {"kind", "key"}
+
+
+def spec_of(row: Row) -> ScheduleSpec:
+    """The definition a stored schedule row holds."""
+    return ScheduleSpec(
+        kind=row["kind"],
+        key=row["key"],
+        frequency=row["frequency"],
+        timezone=row["timezone"],
+        at=row["at_time"],
+        weekday=row["weekday"],
+        day=row["day_of_month"],
+        cron=row["cron"],
+        payload=row["payload"],
+        queue=row["queue"],
+        priority=row["priority"],
+        misfire=row["misfire"],
+        misfire_grace=row["misfire_grace_s"],
+        max_catchup=row["max_catchup"],
+    )
+
+
+def _payload_json(payload: object) -> str:
+    if not isinstance(payload, dict):
+        raise ScheduleError(f"payload must be a JSON object, got {type(payload).__name__}")
+    try:
+        text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise ScheduleError(f"payload is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in text:
+        raise ScheduleError("payload contains a NUL character, which PostgreSQL cannot hold")
+    if len(text.encode()) > PAYLOAD_LIMIT:
+        raise ScheduleError(f"payload is over the limit of {PAYLOAD_LIMIT} bytes")
+    return text
+
+
+def _check_change(actor: str, reason: str) -> None:
+    # A manual change is accountable: who made it and why.
+    if not isinstance(actor, str) or not actor.strip() or len(actor) > 200:
+        raise ScheduleError("actor must name who makes the change (1-200 characters)")
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 2000:
+        raise ScheduleError("reason must say why the change is made (1-2000 characters)")
+
+
+def _check_id(schedule_id: int) -> None:
+    if not isinstance(schedule_id, int) or isinstance(schedule_id, bool) or schedule_id < 1:
+        raise ScheduleError(f"schedule id must be a positive integer, got {schedule_id!r}")
+
+
+@asynccontextmanager
+async def _connection(db: Db) -> AsyncIterator[AsyncConn]:
+    if isinstance(db, AsyncConnectionPool):
+        async with db.connection() as conn:
+            yield conn
+    else:
+        yield db
+
+
+async def _one(conn: AsyncConn, name: str, params: dict[str, Any]) -> Row | None:
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(sql.query(name), params)
+    return await cur.fetchone()
+
+
+async def _now(conn: AsyncConn) -> datetime:
+    row = await _one(conn, "db_now", {})
+    assert row is not None
+    now: datetime = row["now"]
+    return now
+
+
+async def create_schedule(db: Db, spec: ScheduleSpec, *, app: Herald | None = None) -> Row:
+    """Store a new schedule, first due at its first slot after now.
+
+    With ``app`` the kind must be one the application registers.
+    """
+    rule, payload = spec.validate(app)
+    async with _connection(db) as conn:
+        next_due = first_due(rule, await _now(conn))
+        params = spec.params(payload, next_due)
+        params["paused"] = False
+        row = await _one(conn, "schedule_insert", params)
+    assert row is not None
+    return row
+
+
+async def get_schedule(db: Db, schedule_id: int) -> Row | None:
+    _check_id(schedule_id)
+    async with _connection(db) as conn:
+        return await _one(conn, "schedule_get", {"id": schedule_id})
+
+
+async def list_schedules(
+    db: Db,
+    *,
+    kind: str | None = None,
+    key: str | None = None,
+    paused: bool | None = None,
+    after_id: int | None = None,
+    limit: int = 100,
+) -> list[Row]:
+    """Schedules in id order; page with ``after_id`` (the last id of the previous page)."""
+    if not isinstance(limit, int) or not 1 <= limit <= 1000:
+        raise ScheduleError("limit must be an integer from 1 to 1000")
+    params = {"kind": kind, "key": key, "paused": paused, "after_id": after_id, "limit": limit}
+    async with _connection(db) as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.query("schedule_list"), params)
+        return await cur.fetchall()
+
+
+async def list_fires(db: Db, schedule_id: int, *, limit: int = 100) -> list[Row]:
+    """The schedule's fired slots, latest first."""
+    _check_id(schedule_id)
+    async with _connection(db) as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(sql.query("schedule_fires"), {"schedule_id": schedule_id, "limit": limit})
+        return await cur.fetchall()
+
+
+async def update_schedule(
+    db: Db,
+    schedule_id: int,
+    *,
+    actor: str,
+    reason: str,
+    app: Herald | None = None,
+    **changes: Any,
+) -> Row | None:
+    """Change fields of a schedule (any of ``UPDATABLE``); None if it does not exist.
+
+    A change to the rule or zone re-times the schedule: it is next due at the new rule's
+    first slot after now. Other changes keep its next due time.
+    """
+    _check_id(schedule_id)
+    _check_change(actor, reason)
+    unknown = set(changes) - UPDATABLE
+    if unknown:
+        raise ScheduleError(
+            f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}"
+        )
+    async with _connection(db) as conn, conn.transaction():
+        before = await _one(conn, "schedule_lock", {"id": schedule_id})
+        if before is None:
+            return None
+        old = spec_of(before)
+        new = replace(old, **changes)
+        rule, payload = new.validate(app)
+        next_due = before["next_due_at"]
+        if rule != old.recurrence:
+            next_due = first_due(rule, await _now(conn))
+        params = new.params(payload, next_due)
+        params["id"] = schedule_id
+        return await _one(conn, "schedule_update", params)
+
+
+async def _set_paused(
+    db: Db, schedule_id: int, paused: bool, actor: str, reason: str
+) -> Row | None:
+    _check_id(schedule_id)
+    _check_change(actor, reason)
+    async with _connection(db) as conn, conn.transaction():
+        before = await _one(conn, "schedule_lock", {"id": schedule_id})
+        if before is None:
+            return None
+        resume_due = first_due(spec_of(before).recurrence, await _now(conn))
+        return await _one(
+            conn,
+            "schedule_set_paused",
+            {"id": schedule_id, "paused": paused, "resume_due_at": resume_due},
+        )
+
+
+async def pause_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
+    """Stop firing until resumed; None if the schedule does not exist."""
+    return await _set_paused(db, schedule_id, True, actor, reason)
+
+
+async def resume_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
+    """Fire again from the next slot after now (slots missed while paused are dropped)."""
+    return await _set_paused(db, schedule_id, False, actor, reason)
+
+
+async def delete_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
+    """Delete a schedule and its fire records; returns the deleted row (None if absent)."""
+    _check_id(schedule_id)
+    _check_change(actor, reason)
+    async with _connection(db) as conn, conn.transaction():
+        return await _one(conn, "schedule_delete", {"id": schedule_id})
