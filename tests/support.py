@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from herald import Backoff, Client, Herald, JobContext, Permanent, Settings, Snooze, Worker
+from herald import Backoff, Client, Herald, JobContext, Permanent, Retry, Settings, Snooze, Worker
 from herald.errors import Cancel
 
 APP = Herald()
@@ -177,3 +177,20 @@ async def wait_for_job(
         if time.monotonic() > deadline:
             raise AssertionError(f"job {job_id} never reached the expected state: {row}")
         await asyncio.sleep(0.02)
+
+
+@APP.task("nul_result", backoff=FAST)
+async def nul_result(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """Returns text PostgreSQL's JSON cannot hold as it is (a NUL character)."""
+    return {"text": "a\x00b", "literal": "C:\\u0000"}
+
+
+@APP.task("nul_error", backoff=FAST, max_attempts=1)
+async def nul_error(ctx: JobContext, payload: dict[str, Any]) -> None:
+    raise RuntimeError("bad\x00byte")
+
+
+@APP.task("endless_delay", backoff=FAST, max_attempts=2)
+async def endless_delay(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """Asks for a retry delay no clock can represent."""
+    raise Retry("later", delay=float(payload.get("delay", "inf")))

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from herald import Backoff, Client, Settings
+from herald import Backoff, Client, Retry, Settings, Snooze
+from herald.errors import MAX_DELAY
 from tests.support import running_worker, wait_for_job
 
 
@@ -52,6 +53,18 @@ def test_zero_jitter_is_exact() -> None:
 def test_nonsense_backoff_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="backoff needs"):
         Backoff(**kwargs)
+
+
+def test_delays_the_database_cannot_represent_are_refused() -> None:
+    with pytest.raises(ValueError, match="backoff cap"):
+        Backoff(cap=1e300)
+    for bad in (float("inf"), float("nan"), -1.0, MAX_DELAY * 2):
+        with pytest.raises(ValueError, match="retry delay must be between"):
+            Retry("later", delay=bad)
+        with pytest.raises(ValueError, match="snooze must be between"):
+            Snooze(bad)
+    assert Retry("later", delay=MAX_DELAY).delay == MAX_DELAY
+    assert Snooze(0).seconds == 0.0
 
 
 async def test_worker_schedules_the_retry_within_the_kinds_bounds(

@@ -235,3 +235,25 @@ async def test_a_stale_fenced_write_changes_nothing_and_is_counted(
     assert await _rows(client, "SELECT * FROM dead_letters") == []
     rescues = await _rows(client, "SELECT job_id, fence, owner, outcome::text FROM rescues")
     assert rescues == [{"job_id": job.id, "fence": 1, "owner": "w1", "outcome": "waiting"}]
+
+
+async def test_outcomes_postgres_cannot_store_as_given_do_not_block_the_batch(
+    settings: Settings, client: Client
+) -> None:
+    """A NUL in a result or error, or an impossible delay, must not jam the completer."""
+    nul_result = await client.enqueue("nul_result")
+    nul_error = await client.enqueue("nul_error")
+    endless = await client.enqueue("endless_delay")
+    plain = await client.enqueue("echo", {"n": 1})
+    async with running_worker(settings):
+        rows = {j.id: await wait_for_job(client, j.id) for j in (nul_result, nul_error, plain)}
+        later = await wait_for_job(client, endless.id)
+    assert rows[plain.id]["state"] == "succeeded"
+    assert rows[nul_result.id]["state"] == "succeeded"
+    # NUL becomes U+FFFD; a literal backslash-u0000 in the text stays as it was.
+    assert rows[nul_result.id]["result"] == {"text": "a\ufffdb", "literal": "C:\\u0000"}
+    assert rows[nul_error.id]["state"] == "dead"
+    assert rows[nul_error.id]["errors"][-1]["message"] == "bad\ufffdbyte"
+    # An impossible delay is a handler error like any other: recorded, retried, dead.
+    assert (later["state"], later["attempt"]) == ("dead", 2)
+    assert later["errors"][-1]["message"].startswith("retry delay must be between 0 and")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from herald.errors import MAX_DELAY
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -23,6 +25,9 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.base < 0 or self.factor < 1 or self.cap < 0 or not 0 <= self.jitter < 1:
             raise ValueError("backoff needs base >= 0, factor >= 1, cap >= 0, 0 <= jitter < 1")
+        # With jitter on top, the longest delay must still be one the database can store.
+        if not self.cap * (1 + self.jitter) <= MAX_DELAY:
+            raise ValueError(f"backoff cap must leave delays within {MAX_DELAY:.0f} seconds")
 
     def nominal(self, retry: int) -> float:
         exponent = max(0, retry - 1)

@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+# The longest delay a retry or snooze may ask for. Beyond it the database clock cannot
+# represent the next run, and the outcome could not be recorded at all.
+MAX_DELAY = 10 * 366 * 24 * 3600.0
+
+
+def _check_delay(what: str, seconds: float) -> float:
+    if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_DELAY:
+        raise ValueError(f"{what} must be between 0 and {MAX_DELAY:.0f} seconds, got {seconds!r}")
+    return float(seconds)
+
 
 class HeraldError(Exception):
     """Base of every error Herald raises on purpose."""
@@ -60,7 +70,7 @@ class Retry(JobOutcome):
 
     def __init__(self, message: str = "retry requested", delay: float | None = None) -> None:
         super().__init__(message)
-        self.delay = delay
+        self.delay = None if delay is None else _check_delay("retry delay", delay)
 
 
 class Permanent(JobOutcome):
@@ -71,10 +81,8 @@ class Snooze(JobOutcome):
     """Run again after ``seconds``; not counted as an attempt (rate limits, Retry-After)."""
 
     def __init__(self, seconds: float, reason: str = "snoozed") -> None:
-        if seconds < 0:
-            raise ValueError("snooze seconds must not be negative")
         super().__init__(reason)
-        self.seconds = seconds
+        self.seconds = _check_delay("snooze", seconds)
 
 
 class Cancel(JobOutcome):

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import time
@@ -45,6 +46,9 @@ from herald.registry import Herald, Kind, call
 log = logging.getLogger(__name__)
 
 _SHUTDOWN_ERROR = {"kind": "shutdown", "message": "worker shut down before the job finished"}
+# A NUL character as json.dumps escapes it (its backslash not itself escaped). PostgreSQL's
+# jsonb refuses it, and one refused outcome would fail its whole batch again and again.
+_ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
 @dataclass
@@ -565,21 +569,30 @@ def _dump(result: Any) -> str | None:
     if result is None:
         return None
     try:
-        return json.dumps(result, allow_nan=False, default=str)
+        return _storable(json.dumps(result, allow_nan=False, default=str))
     except (TypeError, ValueError):
-        return json.dumps(repr(result))
+        return _storable(json.dumps(repr(result)))
+
+
+def _storable(text: str) -> str:
+    """JSON text jsonb accepts: NUL characters become U+FFFD."""
+    if "\\u0000" not in text:
+        return text
+    return _ESCAPED_NUL.sub(r"\1\\ufffd", text)
 
 
 def _error(kind: str, exc: BaseException, message: str | None = None) -> str:
     text = message or str(exc) or type(exc).__name__
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
-    return json.dumps(
-        {
-            "kind": kind,
-            "type": type(exc).__name__,
-            "message": text[:2000],
-            "traceback": trace[-4000:],
-        }
+    return _storable(
+        json.dumps(
+            {
+                "kind": kind,
+                "type": type(exc).__name__,
+                "message": text[:2000],
+                "traceback": trace[-4000:],
+            }
+        )
     )
 
 
