@@ -19,6 +19,8 @@ from herald.client import Client
 from herald.config import Settings
 from herald.db import AsyncConn, connect, conninfo
 from herald.errors import UnknownKind
+from herald.ops import audit
+from herald.ops.errors import AuditInfoMissing
 from herald.schedules import (
     Misfire,
     Recurrence,
@@ -281,18 +283,24 @@ async def test_three_concurrent_schedulers_fire_every_due_slot_exactly_once(
     await conn.execute(_CLONE, ("all-", 149))
     now = berlin(2026, 6, 10, 12)  # three slots due for each schedule
 
-    async def run_one() -> list[int]:
-        own = await connect(conninfo(settings.database_url or "", settings.schema))
-        async with own:
-            await set_clock(own, now)
-            scheduler = Scheduler(client, batch=20)
-            fired = []
-            while (result := await scheduler.tick(own)).taken:
-                assert result.already_fired == 0
-                fired.append(result.fired)
-            return fired
+    # Each scheduler has its own connection, opened before any starts ticking.
+    conns = [await connect(conninfo(settings.database_url, settings.schema)) for _ in range(3)]
+    for own in conns:
+        await set_clock(own, now)
 
-    results = await asyncio.gather(run_one(), run_one(), run_one())
+    async def run_one(own: AsyncConn) -> list[int]:
+        scheduler = Scheduler(client, batch=20)
+        fired = []
+        while (result := await scheduler.tick(own)).taken:
+            assert result.already_fired == 0
+            fired.append(result.fired)
+        return fired
+
+    try:
+        results = await asyncio.gather(*(run_one(own) for own in conns))
+    finally:
+        for own in conns:
+            await own.close()
     assert all(results), "each scheduler took part"
     assert sum(sum(r) for r in results) == 150 * 1 + 150 * 3
     assert await scalar(conn, "SELECT count(*) FROM schedule_fires") == 600
@@ -383,6 +391,7 @@ async def test_pause_stops_firing_and_resume_continues_from_the_next_slot(
     await set_clock(conn, berlin(2026, 6, 10, 12))
     assert (await scheduler.tick(conn)).taken == 0
     assert [s["id"] for s in await list_schedules(conn, paused=True)] == [created["id"]]
+    assert await list_schedules(conn, paused=False) == []
 
     resumed = await resume_schedule(conn, created["id"], actor=ACTOR, reason=REASON)
     assert resumed is not None and not resumed["paused"]
@@ -391,6 +400,11 @@ async def test_pause_stops_firing_and_resume_continues_from_the_next_slot(
     assert (await scheduler.tick(conn)).taken == 0
     await set_clock(conn, berlin(2026, 6, 11, 9, 5))
     assert (await scheduler.tick(conn)).fired == 1
+    trail = await audit.entries(conn, target_type="schedule", target_id=created["id"])
+    assert [(e["action"], e["before"]["paused"], e["after"]["paused"]) for e in trail] == [
+        ("resume", True, False),
+        ("pause", False, True),
+    ]
 
 
 async def test_a_cron_schedule_fires_on_its_expression(
@@ -411,7 +425,7 @@ async def test_update_retimes_and_delete_removes_with_actor_and_reason(
     conn: AsyncConn,
 ) -> None:
     await set_clock(conn, berlin(2026, 6, 7, 10))
-    created = await create_schedule(conn, daily(time(9)))
+    created = await create_schedule(conn, daily(time(9)), actor=ACTOR, reason=REASON)
     same_rule = await update_schedule(
         conn, created["id"], payload={"v": 2}, actor=ACTOR, reason=REASON
     )
@@ -423,7 +437,7 @@ async def test_update_retimes_and_delete_removes_with_actor_and_reason(
     )
     assert monthly is not None
     assert monthly["next_due_at"] == berlin(2026, 6, 30, 9)  # June has 30 days
-    with pytest.raises(ScheduleError, match="reason"):
+    with pytest.raises(AuditInfoMissing, match="reason"):
         await pause_schedule(conn, created["id"], actor="ops", reason=" ")
     with pytest.raises(ScheduleError, match="cannot update kind"):
         await update_schedule(conn, created["id"], kind="other", actor=ACTOR, reason=REASON)
@@ -438,6 +452,12 @@ async def test_update_retimes_and_delete_removes_with_actor_and_reason(
     assert deleted is not None and deleted["id"] == created["id"]
     assert await get_schedule(conn, created["id"]) is None
     assert await delete_schedule(conn, created["id"], actor=ACTOR, reason=REASON) is None
+    trail = await audit.entries(conn, target_type="schedule", target_id=created["id"])
+    assert [e["action"] for e in reversed(trail)] == ["create", "update", "update", "delete"]
+    assert {(e["actor"], e["reason"]) for e in trail} == {(ACTOR, REASON)}
+    assert trail[1]["before"]["frequency"] == "daily"
+    assert trail[1]["after"]["day_of_month"] == 31
+    assert trail[0]["after"] is None and trail[0]["before"]["at_time"] == "09:00:00"
 
 
 async def test_bad_definitions_write_nothing(conn: AsyncConn) -> None:

@@ -2,7 +2,8 @@
 
 Every function takes an open connection or a pool. Input is validated before anything
 is written; a bad field raises :class:`ScheduleError` (a ``ValueError``) and writes
-nothing. Manual changes (update, pause, resume, delete) name who made them and why.
+nothing. Manual changes (update, pause, resume, delete) name who made them and why, and
+write an audit record in the same transaction as the change.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from herald import sql
 from herald.db import AsyncConn, Row
 from herald.errors import HeraldError
+from herald.ops import audit
 from herald.registry import Herald
 from herald.schedules.recurrence import Misfire, Recurrence, RecurrenceError, first_due
 
@@ -163,12 +165,21 @@ def _payload_json(payload: object) -> str:
     return text
 
 
-def _check_change(actor: str, reason: str) -> None:
-    # A manual change is accountable: who made it and why.
-    if not isinstance(actor, str) or not actor.strip() or len(actor) > 200:
-        raise ScheduleError("actor must name who makes the change (1-200 characters)")
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > 2000:
-        raise ScheduleError("reason must say why the change is made (1-2000 characters)")
+def _snapshot(row: Row | None) -> dict[str, Any] | None:
+    """A schedule row as audit JSON (times of day as ISO text)."""
+    if row is None:
+        return None
+    return {k: v.isoformat() if isinstance(v, time) else v for k, v in row.items()}
+
+
+async def _audit(
+    conn: AsyncConn, actor: str, action: str, reason: str, before: Row | None, after: Row | None
+) -> None:
+    target = (before or after or {}).get("id")
+    assert target is not None
+    await audit.record(
+        conn, actor, action, ("schedule", target), reason, _snapshot(before), _snapshot(after)
+    )
 
 
 def _check_id(schedule_id: int) -> None:
@@ -198,18 +209,32 @@ async def _now(conn: AsyncConn) -> datetime:
     return now
 
 
-async def create_schedule(db: Db, spec: ScheduleSpec, *, app: Herald | None = None) -> Row:
+async def create_schedule(
+    db: Db,
+    spec: ScheduleSpec,
+    *,
+    app: Herald | None = None,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> Row:
     """Store a new schedule, first due at its first slot after now.
 
-    With ``app`` the kind must be one the application registers.
+    With ``app`` the kind must be one the application registers. With ``actor`` and
+    ``reason`` (both or neither) the creation is written to the audit log.
     """
     rule, payload = spec.validate(app)
-    async with _connection(db) as conn:
+    audited = actor is not None or reason is not None
+    if audited:
+        actor, reason = audit.require(actor, reason)
+    async with _connection(db) as conn, conn.transaction():
         next_due = first_due(rule, await _now(conn))
         params = spec.params(payload, next_due)
         params["paused"] = False
         row = await _one(conn, "schedule_insert", params)
-    assert row is not None
+        assert row is not None
+        if audited:
+            assert actor is not None and reason is not None
+            await _audit(conn, actor, "create", reason, None, row)
     return row
 
 
@@ -262,7 +287,7 @@ async def update_schedule(
     first slot after now. Other changes keep its next due time.
     """
     _check_id(schedule_id)
-    _check_change(actor, reason)
+    actor, reason = audit.require(actor, reason)
     unknown = set(changes) - UPDATABLE
     if unknown:
         raise ScheduleError(
@@ -280,24 +305,28 @@ async def update_schedule(
             next_due = first_due(rule, await _now(conn))
         params = new.params(payload, next_due)
         params["id"] = schedule_id
-        return await _one(conn, "schedule_update", params)
+        after = await _one(conn, "schedule_update", params)
+        await _audit(conn, actor, "update", reason, before, after)
+        return after
 
 
 async def _set_paused(
     db: Db, schedule_id: int, paused: bool, actor: str, reason: str
 ) -> Row | None:
     _check_id(schedule_id)
-    _check_change(actor, reason)
+    actor, reason = audit.require(actor, reason)
     async with _connection(db) as conn, conn.transaction():
         before = await _one(conn, "schedule_lock", {"id": schedule_id})
         if before is None:
             return None
         resume_due = first_due(spec_of(before).recurrence, await _now(conn))
-        return await _one(
+        after = await _one(
             conn,
             "schedule_set_paused",
             {"id": schedule_id, "paused": paused, "resume_due_at": resume_due},
         )
+        await _audit(conn, actor, "pause" if paused else "resume", reason, before, after)
+        return after
 
 
 async def pause_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
@@ -313,6 +342,9 @@ async def resume_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) 
 async def delete_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
     """Delete a schedule and its fire records; returns the deleted row (None if absent)."""
     _check_id(schedule_id)
-    _check_change(actor, reason)
+    actor, reason = audit.require(actor, reason)
     async with _connection(db) as conn, conn.transaction():
-        return await _one(conn, "schedule_delete", {"id": schedule_id})
+        before = await _one(conn, "schedule_delete", {"id": schedule_id})
+        if before is not None:
+            await _audit(conn, actor, "delete", reason, before, None)
+        return before
