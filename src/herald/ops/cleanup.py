@@ -20,15 +20,18 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import signal
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
 from herald.backoff import Backoff
-from herald.db import Row
+from herald.config import Settings
+from herald.db import AsyncConn, Row, conninfo, database_url, make_pool
 from herald.ops.conn import Source, connection
 from herald.registry import Herald, Kind
 
@@ -79,6 +82,21 @@ class CleanupRunner:
         self.lease = lease
         self.backoff = backoff
         self.stats = CleanupStats()
+        self._own_pool: AsyncConnectionPool[AsyncConn] | None = None
+
+    @classmethod
+    async def open(cls, app: Herald, settings: Settings, **options: Any) -> CleanupRunner:
+        """A runner with a small pool of its own (close it with :meth:`close`)."""
+        info = conninfo(database_url(settings), settings.schema, "herald-cleanup")
+        pool = make_pool(info, 2, name="herald-cleanup")
+        await pool.open(wait=True)
+        runner = cls(app, pool, **options)
+        runner._own_pool = pool
+        return runner
+
+    async def close(self) -> None:
+        if self._own_pool is not None:
+            await self._own_pool.close()
 
     def _kinds(self) -> tuple[dict[str, Kind], list[str]]:
         hooked = {k.name: k for k in self.app.kinds() if k.compensate is not None}
@@ -164,6 +182,23 @@ class CleanupRunner:
                 log.warning("cleanup pass failed (%s); will try again", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), self.interval)
+
+
+async def run_cleanup(app: Herald, settings: Settings, **options: Any) -> int:
+    """Run a cleanup runner until SIGTERM/SIGINT (an entry point for the CLI).
+
+    ``options`` are :class:`CleanupRunner`'s: interval, batch, lease, backoff.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = await CleanupRunner.open(app, settings, **options)
+    try:
+        await runner.run(stop)
+    finally:
+        await runner.close()
+    return 0
 
 
 async def backlog(conn: Source) -> Backlog:
