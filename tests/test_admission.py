@@ -233,6 +233,27 @@ async def test_transactional_enqueue_on_a_plain_psycopg_connection(
     assert await _scalar(client, "SELECT array_agg(id) FROM jobs") == [done.id]
 
 
+async def test_a_plain_connection_keeps_the_callers_transaction_for_every_path(
+    settings: Settings, client: Client
+) -> None:
+    """Idempotent and bulk admissions on a fresh non-autocommit connection must not
+    commit on their own: the caller's rollback takes them back too."""
+    assert settings.database_url is not None
+    from herald.db import conninfo
+
+    info = conninfo(settings.database_url, settings.schema)
+    async with await psycopg.AsyncConnection.connect(info) as conn:
+        await client.enqueue("noop", {"n": 1}, idempotency_key="tx-1", conn=conn)
+        await conn.rollback()
+        await client.enqueue_many([JobSpec("noop", {"n": 2})], conn=conn)
+        await conn.rollback()
+        assert await _scalar(client, "SELECT count(*) FROM jobs") == 0
+        assert await _scalar(client, "SELECT count(*) FROM idempotency_keys") == 0
+        kept = await client.enqueue("noop", {"n": 3}, idempotency_key="tx-3", conn=conn)
+        await conn.commit()
+    assert await _scalar(client, "SELECT array_agg(id) FROM jobs") == [kept.id]
+
+
 # --- bulk ----------------------------------------------------------------------------
 
 

@@ -6,15 +6,18 @@ own connection so the job commits or rolls back with the caller's data.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from herald import sql
@@ -196,7 +199,7 @@ class Client:
     async def _admit(self, conn: Any, prepared: _Prepared) -> Enqueued:
         if prepared.spec.idempotency_key is None:
             return await _insert_one(conn, prepared.params)
-        async with conn.transaction():
+        async with _atomic(conn):
             return await self._admit_idempotent(conn, prepared)
 
     async def _admit_idempotent(self, conn: Any, prepared: _Prepared) -> Enqueued:
@@ -238,7 +241,7 @@ class Client:
         if not prepared:
             return []
         if conn is not None:
-            async with conn.transaction():
+            async with _atomic(conn):
                 return await self._admit_many(conn, prepared)
         async with self.pool.connection() as own, own.transaction():
             return await self._admit_many(own, prepared)
@@ -318,6 +321,19 @@ class Client:
     async def stale_writes(self, job_id: int | None = None) -> int:
         rows = await self._fetch("count_stale_writes", {"job_id": job_id})
         return int(rows[0]["n"])
+
+
+def _atomic(conn: Any) -> AbstractAsyncContextManager[Any]:
+    """A block that is atomic inside the caller's transaction and never commits it.
+
+    On an idle non-autocommit connection psycopg's ``transaction()`` would open and then
+    COMMIT a transaction of its own, so the caller's rollback could no longer take the
+    job back. There the caller's implicit transaction (begun by our first statement) is
+    the unit; everywhere else ``transaction()`` is a real transaction or a savepoint.
+    """
+    if not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        return contextlib.nullcontext()
+    return cast(AbstractAsyncContextManager[Any], conn.transaction())
 
 
 async def _insert_one(conn: Any, params: dict[str, Any]) -> Enqueued:
