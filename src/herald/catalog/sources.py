@@ -1,0 +1,261 @@
+"""Sources of records: a PostgreSQL query or table, a CSV file, a JSON Lines file.
+
+A source is opened as a context manager yielding :class:`Records`: the column names
+(known before the first row, so writers can emit headers) and an iterator of rows, each
+a tuple aligned with the columns. Every source streams: nothing holds more than one
+fetch batch in memory, whatever the number of rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import psycopg
+from psycopg import sql as pgsql
+
+from herald import sql
+from herald.catalog.errors import SourceError
+
+Row = Sequence[object]
+
+
+@dataclass
+class Records:
+    """An open stream of rows with their column names."""
+
+    columns: list[str]
+    rows: Iterator[Row]
+
+
+class RecordSource(Protocol):
+    """Anything that can be opened into a stream of :class:`Records`."""
+
+    def open(self) -> AbstractContextManager[Records]: ...
+
+    def describe(self) -> str:
+        """A short human description (shown in errors and progress)."""
+        ...
+
+
+def _check_columns(columns: Sequence[str], origin: str) -> list[str]:
+    names = [str(c) for c in columns]
+    if not names:
+        raise SourceError(f"{origin} has no columns")
+    if any(name == "" for name in names):
+        raise SourceError(f"{origin} has an empty column name")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise SourceError(f"{origin} has the column {name!r} twice")
+        seen.add(name)
+    return names
+
+
+@dataclass(frozen=True)
+class CsvSource:
+    """A UTF-8 CSV file whose first row names the columns; every value is text."""
+
+    path: Path
+    delimiter: str = ","
+
+    def describe(self) -> str:
+        return f"CSV file {self.path.name}"
+
+    @contextmanager
+    def open(self) -> Iterator[Records]:
+        try:
+            handle = self.path.open(encoding="utf-8", newline="")
+        except OSError as exc:
+            raise SourceError(f"cannot read {self.describe()}: {exc.strerror}") from None
+        with handle:
+            reader = csv.reader(handle, delimiter=self.delimiter)
+            try:
+                header = next(reader)
+            except StopIteration:
+                raise SourceError(f"{self.describe()} is empty (no header row)") from None
+            except UnicodeDecodeError:
+                raise SourceError(f"{self.describe()} is not UTF-8 text") from None
+            columns = _check_columns(header, self.describe())
+            yield Records(columns, self._rows(reader, len(columns)))
+
+    def _rows(self, reader: Any, width: int) -> Iterator[Row]:
+        try:
+            for row in reader:
+                if len(row) != width:
+                    if not row:  # a blank line carries no record
+                        continue
+                    raise SourceError(
+                        f"{self.describe()} line {reader.line_num}: {len(row)} values "
+                        f"for {width} columns"
+                    )
+                yield row
+        except UnicodeDecodeError:
+            raise SourceError(
+                f"{self.describe()} near line {reader.line_num} is not UTF-8 text"
+            ) from None
+        except csv.Error as exc:
+            raise SourceError(f"{self.describe()} line {reader.line_num}: {exc}") from None
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class JsonLinesSource:
+    """A UTF-8 file of one flat JSON object per line; the first object fixes the columns.
+
+    A later object may omit a column (it becomes null) but may not add one, and values
+    must be scalars: the CSV and XML outputs have no place for nested structures.
+    """
+
+    path: Path
+
+    def describe(self) -> str:
+        return f"JSON Lines file {self.path.name}"
+
+    @contextmanager
+    def open(self) -> Iterator[Records]:
+        try:
+            handle = self.path.open(encoding="utf-8")
+        except OSError as exc:
+            raise SourceError(f"cannot read {self.describe()}: {exc.strerror}") from None
+        with handle:
+            lines = self._objects(handle)
+            first = next(lines, None)
+            if first is None:
+                raise SourceError(f"{self.describe()} holds no records")
+            columns = _check_columns(list(first[1]), self.describe())
+            yield Records(columns, self._rows(first, lines, columns))
+
+    def _objects(self, handle: Any) -> Iterator[tuple[int, Mapping[str, object]]]:
+        number = 0
+        try:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise SourceError(f"{self.describe()} line {number}: {exc.msg}") from None
+                if not isinstance(value, dict):
+                    raise SourceError(f"{self.describe()} line {number}: not a JSON object")
+                yield number, value
+        except UnicodeDecodeError:
+            raise SourceError(
+                f"{self.describe()} near line {number + 1} is not UTF-8 text"
+            ) from None
+
+    def _rows(
+        self,
+        first: tuple[int, Mapping[str, object]],
+        rest: Iterator[tuple[int, Mapping[str, object]]],
+        columns: list[str],
+    ) -> Iterator[Row]:
+        known = set(columns)
+
+        def convert(number: int, obj: Mapping[str, object]) -> Row:
+            if len(obj) > len(columns) or not known.issuperset(obj):
+                extra = sorted(set(obj) - known)
+                raise SourceError(
+                    f"{self.describe()} line {number}: unknown field(s) {extra} "
+                    f"(the first record fixes the columns)"
+                )
+            row = tuple(obj.get(c) for c in columns)
+            for column, value in zip(columns, row, strict=True):
+                if not isinstance(value, _SCALARS):
+                    raise SourceError(
+                        f"{self.describe()} line {number}: field {column!r} is a nested "
+                        f"{type(value).__name__}; only flat records can be exported"
+                    )
+            return row
+
+        yield convert(*first)
+        for number, obj in rest:
+            yield convert(number, obj)
+
+
+@dataclass(frozen=True)
+class PostgresSource:
+    """Rows of a query, streamed through a server-side cursor in its own transaction.
+
+    ``query`` comes from the dataset's configuration, not from Herald's own SQL; use
+    :meth:`table` to stream a whole table by name.
+    """
+
+    conninfo: str
+    query: str | pgsql.SQL | pgsql.Composed
+    params: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int = 5_000
+    label: str = "PostgreSQL query"
+
+    @classmethod
+    def table(cls, conninfo: str, table: str, batch_size: int = 5_000) -> PostgresSource:
+        query = sql.query_with_identifiers("catalog_source_table", table=table)
+        return cls(conninfo, query, batch_size=batch_size, label=f"PostgreSQL table {table}")
+
+    def describe(self) -> str:
+        return self.label
+
+    @contextmanager
+    def open(self) -> Iterator[Records]:
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=False)
+        except psycopg.OperationalError as exc:
+            raise SourceError(f"cannot connect for {self.describe()}: {exc}") from None
+        with conn:
+            # A named cursor is a server-side cursor: rows arrive batch by batch.
+            cursor = conn.cursor(name="herald_export")
+            cursor.itersize = self.batch_size
+            try:
+                cursor.execute(self.query, self.params or None)
+            except psycopg.Error as exc:
+                raise SourceError(f"{self.describe()} failed: {exc}") from None
+            if cursor.description is None:
+                raise SourceError(f"{self.describe()} returns no rows (not a SELECT?)")
+            columns = _check_columns([d.name for d in cursor.description], self.describe())
+            try:
+                yield Records(columns, self._rows(cursor))
+            finally:
+                cursor.close()
+                conn.rollback()  # read-only: nothing to keep
+
+    def _rows(self, cursor: psycopg.ServerCursor[Any]) -> Iterator[Row]:
+        try:
+            yield from cursor
+        except psycopg.Error as exc:
+            raise SourceError(f"{self.describe()} failed while streaming: {exc}") from None
+
+
+@dataclass(frozen=True)
+class GeneratedSource:
+    """Rows produced by a function, e.g. generated sample data; ``rows()`` must stream."""
+
+    columns: Sequence[str]
+    rows: Callable[[], Iterable[Row]]
+    label: str = "generated records"
+
+    def describe(self) -> str:
+        return self.label
+
+    @contextmanager
+    def open(self) -> Iterator[Records]:
+        yield Records(_check_columns(self.columns, self.describe()), iter(self.rows()))
+
+
+def sample_rows(count: int, start: int = 1) -> Iterator[Row]:
+    """Deterministic sample records (id, name, city, amount, active, recorded_on)."""
+    cities = ("Brussels", "Lisbon", "Tallinn", "Vienna", "Dublin", "Ljubljana", "Québec & Co")
+    first = datetime.date(2024, 1, 1)
+    days = [first + datetime.timedelta(days=d) for d in range(700)]
+    for i in range(start, start + count):
+        yield (i, f"record {i}", cities[i % 7], i * 37 % 100_000 / 100, i % 3 != 0, days[i % 700])
+
+
+SAMPLE_COLUMNS = ("id", "name", "city", "amount", "active", "recorded_on")
