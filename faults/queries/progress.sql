@@ -1,0 +1,3 @@
+SELECT count(*) FILTER (WHERE state IN ('succeeded', 'dead', 'cancelled')) AS done,
+       count(*) AS total
+FROM jobs

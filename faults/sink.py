@@ -1,0 +1,76 @@
+"""An idempotency-keyed HTTP receiver on loopback, standing in for a remote system.
+
+Handlers POST ``/deliver`` with an ``Idempotency-Key`` header (the job id). The sink
+applies the first delivery of a key and acknowledges later ones without applying them
+again, as a well-behaved remote API does; it counts both so the checker can tell
+redeliveries (expected: execution is at-least-once) from duplicated effects (never).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Sink:
+    """Counts deliveries per key; started on a free loopback port in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.deliveries: Counter[str] = Counter()
+        self.applied: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        sink = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                key = self.headers.get("Idempotency-Key")
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                if self.path != "/deliver" or not key:
+                    self._answer(400, {"error": "POST /deliver with an Idempotency-Key header"})
+                    return
+                first = sink.deliver(key)
+                self._answer(200 if first else 208, {"key": key, "applied": first})
+
+            def _answer(self, status: int, body: dict[str, object]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return  # one line per delivery would drown the run's output
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/deliver"
+
+    def start(self) -> Sink:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def deliver(self, key: str) -> bool:
+        """Record one delivery; True when it is the first for ``key`` (and so applied)."""
+        with self._lock:
+            self.deliveries[key] += 1
+            if self.applied[key]:
+                return False
+            self.applied[key] += 1
+            return True
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
+        with self._lock:
+            return dict(self.deliveries), dict(self.applied)
