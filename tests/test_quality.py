@@ -19,7 +19,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(600)
 def test_ruff_is_clean() -> None:
-    result = _run("ruff", "check", "src", "tests", "benchmarks")
+    result = _run("ruff", "check", "src", "tests", "benchmarks", "faults")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
