@@ -7,6 +7,9 @@ Time is injected: pure functions take ``now``; database tests move ``herald_now(
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -15,6 +18,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
+from herald import cli
 from herald.client import Client
 from herald.config import Settings
 from herald.db import AsyncConn, connect, conninfo
@@ -40,6 +44,7 @@ from herald.schedules import (
     resume_schedule,
     update_schedule,
 )
+from tests.conftest import ROOT
 from tests.support import APP
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -523,3 +528,54 @@ def test_scheduler_options_are_checked(client: Client) -> None:
         Scheduler(client, interval=0)
     with pytest.raises(ScheduleError, match="batch"):
         Scheduler(client, batch=0)
+
+
+async def test_prune_forgets_old_fires_and_keeps_recent_ones(
+    conn: AsyncConn, scheduler: Scheduler
+) -> None:
+    real = datetime.now(UTC)
+    await set_clock(conn, real - timedelta(days=42))
+    old = await create_schedule(conn, ScheduleSpec("noop", "old", "daily", "UTC", at=time(9)))
+    await set_clock(conn, real - timedelta(days=40))
+    assert (await scheduler.tick(conn)).fired == 1
+    await set_clock(conn, real - timedelta(days=2))
+    recent = await create_schedule(conn, ScheduleSpec("noop", "new", "daily", "UTC", at=time(9)))
+    await conn.execute("RESET herald.clock_offset")
+    result = await scheduler.tick(conn)
+    assert result.fired == 2  # old catches up once more, recent fires for the first time
+    assert await scheduler.prune() == 1  # the fire of 40 days ago (retention 30 days)
+    assert len(await list_fires(conn, old["id"])) == 1
+    assert len(await list_fires(conn, recent["id"])) == 1
+
+
+def test_cli_scheduler_refuses_a_bad_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--app", "tests.support:APP", "scheduler", "--interval", "0"]) == 1
+    assert "interval must be a positive number" in capsys.readouterr().err
+
+
+async def test_cli_scheduler_fires_and_stops_cleanly_on_sigterm(
+    settings: Settings, conn: AsyncConn
+) -> None:
+    await set_clock(conn, datetime.now(UTC) - timedelta(days=1, hours=1))
+    created = await create_schedule(conn, ScheduleSpec("noop", "cli", "daily", "UTC", at=time(0)))
+    env = {
+        **os.environ,
+        "HERALD_DATABASE_URL": settings.database_url or "",
+        "HERALD_SCHEMA": settings.schema,
+    }
+    command = [sys.executable, "-m", "herald", "--app", "tests.support:APP", "scheduler"]
+    proc = await asyncio.create_subprocess_exec(
+        *command, "--interval", "0.1", cwd=ROOT, env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        for _ in range(600):  # polls for at most about 30 s
+            if await list_fires(conn, created["id"]):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    assert "scheduler stopped" in err.decode()
+    row = await get_schedule(conn, created["id"])
+    assert row is not None and row["fired_count"] == 1
