@@ -12,12 +12,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from herald.api import health, jobs, operations, problems
+from herald.api import health, jobs, operations, problems, schedules
 from herald.api.state import ApiSettings, ApiState
 from herald.client import Client
 from herald.config import Settings
 from herald.metrics import HeraldMetrics
+from herald.ops.errors import AuditInfoMissing, Conflict, NotFound
 from herald.registry import Herald
+from herald.schedules import ScheduleError
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,13 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
+    problems.map_error(app, ScheduleError, 422, "invalid-schedule")
+    problems.map_error(app, AuditInfoMissing, 422, "reason-required")
+    problems.map_error(app, NotFound, 404, "not-found")
+    problems.map_error(app, Conflict, 409, "conflict")
     problems.install_fallback(app)
     app.include_router(jobs.router)
     app.include_router(operations.router)
+    app.include_router(schedules.router)
     app.include_router(health.router)
     return app

@@ -78,6 +78,7 @@ class JobOut(BaseModel):
     attempt: int
     max_attempts: int
     priority: int
+    run_at: datetime
     payload: dict[str, Any]
     checkpoint: dict[str, Any] | None
     result: Any = None

@@ -178,6 +178,18 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(psycopg.errors.DataError, on_data_error)
 
 
+def map_error(app: FastAPI, error: type[Exception], status: int, slug: str) -> None:
+    """Answer ``error`` (raised on bad input by a lower layer) with ``status``."""
+
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        # A conflict with an active job names it, so the caller can follow that one.
+        job_id = getattr(exc, "job_id", None)
+        extensions = {"job_id": job_id} if isinstance(job_id, int) else None
+        return problem_response(request, status, slug, str(exc), extensions=extensions)
+
+    app.add_exception_handler(error, on_error)
+
+
 def install_fallback(app: FastAPI) -> None:
     """A 500 is still a problem document (the error itself goes to the log)."""
 
