@@ -1,10 +1,18 @@
 -- Claim a batch: owner, lease, attempt and fence move in one atomic update.
+-- Each queue is read in claim order from its own slice of the claim index (an ordered
+-- index scan that stops after `limit` rows), then the queues are merged by that order.
 WITH next AS (
-    SELECT id FROM jobs
-    WHERE state = 'waiting' AND queue = ANY(%(queues)s::text[]) AND run_at <= herald_now()
-    ORDER BY priority DESC, run_at, id
+    SELECT c.id
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM jobs
+        WHERE state = 'waiting' AND queue = q.name AND run_at <= herald_now()
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) c
+    ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j
 SET state = 'running',
