@@ -4,44 +4,45 @@
 --   retry                   -> waiting after delay_s, or dead when attempts are spent
 --   snooze                  -> waiting after delay_s; the attempt is given back
 -- Writes whose fence is stale change nothing and are recorded in stale_writes.
+-- One UPDATE decides and writes: its WHERE is re-checked on the row's latest version,
+-- so no separate row lock is taken (and logged) before the update.
 WITH input AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(outcomes)s::text[],
-                         %(delays)s::float8[], %(errors)s::jsonb[], %(results)s::jsonb[])
-        AS t(id, fence, outcome, delay_s, error, result)
-), decided AS (
-    SELECT i.*, j.attempt, j.max_attempts,
-           CASE i.outcome
+    SELECT *,
+           CASE outcome
                WHEN 'succeeded' THEN 'succeeded'
                WHEN 'cancelled' THEN 'cancelled'
                WHEN 'dead' THEN 'dead'
                WHEN 'snooze' THEN 'waiting'
-               WHEN 'retry' THEN CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'waiting' END
-           END::job_state AS next_state
-    FROM input i JOIN jobs j ON j.id = i.id
-    WHERE j.fence = i.fence AND j.state = 'running'
-    FOR UPDATE OF j
+           END::job_state AS fixed_state  -- NULL for 'retry': decided on the row below
+    FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(outcomes)s::text[],
+                %(delays)s::float8[], %(errors)s::jsonb[], %(results)s::jsonb[])
+        AS t(id, fence, outcome, delay_s, error, result)
 ), updated AS (
     UPDATE jobs j
-    SET state = d.next_state,
-        attempt = CASE WHEN d.outcome = 'snooze' THEN j.attempt - 1 ELSE j.attempt END,
-        snoozes = j.snoozes + CASE WHEN d.outcome = 'snooze' THEN 1 ELSE 0 END,
-        run_at = CASE WHEN d.next_state = 'waiting'
-                      THEN herald_now() + make_interval(secs => coalesce(d.delay_s, 0))
+    SET state = CASE WHEN i.outcome <> 'retry' THEN i.fixed_state
+                     WHEN j.attempt >= j.max_attempts THEN 'dead'::job_state
+                     ELSE 'waiting'::job_state END,
+        attempt = CASE WHEN i.outcome = 'snooze' THEN j.attempt - 1 ELSE j.attempt END,
+        snoozes = j.snoozes + CASE WHEN i.outcome = 'snooze' THEN 1 ELSE 0 END,
+        run_at = CASE WHEN i.outcome = 'snooze'
+                           OR (i.outcome = 'retry' AND j.attempt < j.max_attempts)
+                      THEN herald_now() + make_interval(secs => coalesce(i.delay_s, 0))
                       ELSE j.run_at END,
-        errors = CASE WHEN d.error IS NULL THEN j.errors
+        errors = CASE WHEN i.error IS NULL THEN j.errors
                       ELSE (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 0
                                  ELSE j.errors END)
-                           || jsonb_build_array(d.error || jsonb_build_object(
+                           || jsonb_build_array(i.error || jsonb_build_object(
                                   'at', herald_now(), 'attempt', j.attempt)) END,
-        result = coalesce(d.result, j.result),
+        result = coalesce(i.result, j.result),
         lease_owner = NULL,
         lease_expires_at = NULL,
-        finished_at = CASE WHEN d.next_state IN ('succeeded', 'dead', 'cancelled')
+        finished_at = CASE WHEN i.outcome IN ('succeeded', 'dead', 'cancelled')
+                                OR (i.outcome = 'retry' AND j.attempt >= j.max_attempts)
                            THEN herald_now() END
-    FROM decided d
-    WHERE j.id = d.id
+    FROM input i
+    WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
     RETURNING j.id, j.state, j.kind, j.queue, j.key, j.version, j.payload, j.attempt,
-              j.step, j.checkpoint, j.errors, d.outcome
+              j.step, j.checkpoint, j.errors, i.outcome
 ), dead AS (
     INSERT INTO dead_letters (job_id, kind, queue, key, version, payload, attempt, step,
                               cleanup, errors, reason)
