@@ -36,6 +36,8 @@ _MAX_ADMISSION_TRIES = 8
 # A NUL character as json.dumps writes it: "\u0000" whose backslash is not itself escaped
 # (a literal backslash followed by "u0000" in the text is written "\\u0000" and is fine).
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# One encoder for every payload (json.dumps with options builds a new one per call).
+_PAYLOAD_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 class Outcome(StrEnum):
@@ -106,18 +108,18 @@ class Client:
                 f"payload must be a JSON object, got {type(spec.payload).__name__}"
             )
         try:
-            payload_json = json.dumps(
-                spec.payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-            )
+            payload_json = _PAYLOAD_JSON.encode(spec.payload)
         except (TypeError, ValueError) as exc:
             raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
         if "\\u0000" in payload_json and _ESCAPED_NUL.search(payload_json):
             raise InvalidPayload(
                 "payload contains a NUL character, which JSON in PostgreSQL cannot hold"
             )
-        size = len(payload_json.encode())
-        if size > self.settings.payload_limit:
-            raise PayloadTooLarge(size, self.settings.payload_limit)
+        # A character is at most 4 bytes of UTF-8: most payloads need no encoding to check.
+        if len(payload_json) * 4 > self.settings.payload_limit:
+            size = len(payload_json.encode())
+            if size > self.settings.payload_limit:
+                raise PayloadTooLarge(size, self.settings.payload_limit)
         key = spec.key
         if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 1000):
             raise AdmissionError("key must be a non-empty string of at most 1000 characters")
@@ -252,28 +254,26 @@ class Client:
         for i, p in enumerate(prepared):
             if p.spec.idempotency_key is not None:
                 results[i] = await self._admit_idempotent(conn, p)
-        if plain:
-            cur = conn.cursor(row_factory=dict_row)
-            params = [prepared[i].params for i in plain]
-            await cur.execute(
-                sql.query("enqueue_bulk"),
-                {
-                    "kinds": [p["kind"] for p in params],
-                    "queues": [p["queue"] for p in params],
-                    "keys": [p["key"] for p in params],
-                    "payloads": [p["payload"] for p in params],
-                    "priorities": [p["priority"] for p in params],
-                    "run_ats": [p["run_at"] for p in params],
-                    "max_attempts": [p["max_attempts"] for p in params],
-                    "channel": self.settings.channel,
-                    "notify": self.settings.notify,
-                },
-            )
-            inserted = await cur.fetchall()
-            _assign_bulk(results, plain, prepared, inserted)
-            for i in plain:
-                if results[i] is None:  # a keyed job that met an active one
-                    results[i] = await _insert_one(conn, prepared[i].params)
+        if not plain:
+            return [r for r in results if r is not None]
+        params = [prepared[i].params for i in plain]
+        keyless = all(p["key"] is None for p in params)
+        columns = _bulk_columns(params, with_keys=not keyless)
+        columns["channel"] = self.settings.channel
+        columns["notify"] = self.settings.notify
+        cur = conn.cursor(row_factory=dict_row)
+        if keyless:
+            # No key, no version bookkeeping and nothing to conflict with: a plain insert.
+            await cur.execute(sql.query("enqueue_bulk_keyless"), columns)
+            for i, row in zip(plain, await cur.fetchall(), strict=True):
+                results[i] = Enqueued(row["id"], 1, Outcome.CREATED)
+            return [r for r in results if r is not None]
+        await cur.execute(sql.query("enqueue_bulk"), columns)
+        inserted = await cur.fetchall()
+        _assign_bulk(results, plain, prepared, inserted)
+        for i in plain:
+            if results[i] is None:  # a keyed job that met an active one
+                results[i] = await _insert_one(conn, prepared[i].params)
         return [r for r in results if r is not None]
 
     # --- inspection ------------------------------------------------------------------
@@ -347,6 +347,27 @@ async def _insert_one(conn: Any, params: dict[str, Any]) -> Enqueued:
     raise HeraldError(
         f"could not admit {params['kind']}/{params['key']}: the object's active job kept changing"
     )
+
+
+def _bulk_columns(params: list[dict[str, Any]], *, with_keys: bool) -> dict[str, Any]:
+    """The columns of a bulk admission, each as one JSON array text.
+
+    One text parameter per column is parsed once by the server; a text array of JSON
+    documents would be escaped element by element here and parsed twice there.
+    """
+    run_ats = [None if p["run_at"] is None else p["run_at"].isoformat() for p in params]
+    columns = {
+        "kinds": json.dumps([p["kind"] for p in params]),
+        "queues": json.dumps([p["queue"] for p in params]),
+        # each payload is already a JSON object's text: joined, they form a JSON array.
+        "payloads": "[" + ",".join([p["payload"] for p in params]) + "]",
+        "priorities": json.dumps([p["priority"] for p in params]),
+        "run_ats": json.dumps(run_ats),
+        "max_attempts": json.dumps([p["max_attempts"] for p in params]),
+    }
+    if with_keys:
+        columns["keys"] = json.dumps([p["key"] for p in params])
+    return columns
 
 
 def _assign_bulk(
