@@ -162,3 +162,42 @@ async def test_runner_loop_works_through_the_log_and_stops(settings: Settings) -
     finally:
         await runner.close()
     assert runner.stats.failed == 1 and len(calls) == 2
+
+
+async def test_an_expired_claim_is_taken_over_and_its_late_outcome_ignored(
+    settings: Settings,
+) -> None:
+    """A runner that hangs past its claim loses the record to another runner; what the
+    first one reports afterwards is fenced out by the attempt number."""
+    release = asyncio.Event()
+    entered = asyncio.Event()
+    calls: list[int] = []
+    app = _publishing_app([], failures=0)
+
+    async def slow_then_fine(dead: dict[str, Any]) -> None:
+        calls.append(dead["cleanup_attempts"])
+        if len(calls) == 1:
+            entered.set()
+            await release.wait()
+            raise ConnectionError("too late anyway")
+
+    app.kind("publish").compensate = slow_then_fine
+    (job,) = await _run_jobs(app, settings, [JobSpec("publish", {"n": 3, "fail": True})])
+    assert settings.database_url is not None
+    info = conninfo(settings.database_url, settings.schema)
+    async with await connect(info) as first_conn, await connect(info) as second_conn:
+        first = cleanup.CleanupRunner(app, first_conn, lease=30.0, backoff=FAST)
+        second = cleanup.CleanupRunner(app, second_conn, lease=30.0, backoff=FAST)
+        hung = asyncio.create_task(first.run_once())
+        await asyncio.wait_for(entered.wait(), 10)
+        assert await second.run_once() == 0  # claimed by the first runner: left alone
+        await _shift_clock(second_conn, 31)  # ... until its claim has expired
+        assert await second.run_once() == 1
+        release.set()
+        assert await asyncio.wait_for(hung, 10) == 1
+        dead = await _dead_letter(second_conn, job["id"])
+    assert calls == [1, 2]
+    assert dead["cleanup_state"] == "done" and dead["cleanup_attempts"] == 2
+    assert dead["cleanup_last_error"] is None  # the late failure was not recorded
+    assert first.stats.superseded == 1 and first.stats.failed == 0
+    assert second.stats.done == 1

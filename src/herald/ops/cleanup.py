@@ -46,6 +46,7 @@ class CleanupStats:
     done: int = 0
     failed: int = 0
     not_needed: int = 0
+    superseded: int = 0  # outcomes of claims that had expired, ignored
     errors: int = 0  # database errors of the runner itself
 
 
@@ -149,15 +150,22 @@ class CleanupRunner:
 
     async def _record(self, conn: Any, row: Row, error: str | None) -> None:
         params: dict[str, Any] = {"id": row["id"], "attempts": row["cleanup_attempts"]}
+        delay = 0.0
         if error is None:
             cur = await conn.execute(sql.query("ops_cleanup_done"), params)
-            self.stats.done += 1
-            log.info("cleanup of dead letter %d (job %d) done", row["id"], row["job_id"])
         else:
             delay = self.backoff.delay(row["cleanup_attempts"])
             cur = await conn.execute(
                 sql.query("ops_cleanup_failed"), {**params, "error": error, "delay_s": delay}
             )
+        if await cur.fetchone() is None:
+            # Our claim expired and another runner took the record over: its word counts.
+            self.stats.superseded += 1
+            log.info("cleanup outcome of dead letter %d superseded by a newer claim", row["id"])
+        elif error is None:
+            self.stats.done += 1
+            log.info("cleanup of dead letter %d (job %d) done", row["id"], row["job_id"])
+        else:
             self.stats.failed += 1
             log.warning(
                 "cleanup of dead letter %d (job %d) failed on attempt %d (%s); again in %.1fs",
@@ -167,9 +175,6 @@ class CleanupRunner:
                 error,
                 delay,
             )
-        if await cur.fetchone() is None:
-            # Our claim expired and another runner took the record over: its word counts.
-            log.info("cleanup outcome of dead letter %d superseded by a newer claim", row["id"])
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Run a pass every ``interval`` seconds (sooner while full batches come back)."""
