@@ -1,0 +1,384 @@
+"""DCAT-AP 3.0 metadata: the catalog, a dataset version and one distribution per file.
+
+The renderer states what it is given and nothing more: an empty title or a missing
+licence is simply not stated, and the SHACL validation of the chosen tier (see
+:mod:`herald.catalog.validation`) decides whether that is acceptable. Malformed
+identifiers (a URI that is not absolute, a naive timestamp) are refused at once.
+Every node is an IRI (no blank nodes), so an entry can be inserted, compared and
+removed as plain N-Triples.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from urllib.parse import quote, urlsplit
+
+from rdflib import Graph, Literal, Namespace, URIRef
+from rdflib.namespace import DCTERMS, FOAF, RDF, SKOS, XSD
+
+from herald.catalog.errors import MetadataError
+from herald.catalog.export import ExportedFile
+from herald.catalog.store import check_segment
+
+# rdflib's DCAT namespace predates DCAT 3 (no dcat:version): use an open one.
+DCAT = Namespace("http://www.w3.org/ns/dcat#")
+SPDX = Namespace("http://spdx.org/rdf/terms#")
+VCARD = Namespace("http://www.w3.org/2006/vcard/ns#")
+LOCN = Namespace("http://www.w3.org/ns/locn#")
+DCATAP = Namespace("http://data.europa.eu/r5r/")
+ADMS = Namespace("http://www.w3.org/ns/adms#")
+GSP = Namespace("http://www.opengis.net/ont/geosparql#")
+EU_LANGUAGE = "http://publications.europa.eu/resource/authority/language/"
+SHA256 = SPDX.checksumAlgorithm_sha256
+STABLE = "http://publications.europa.eu/resource/authority/planned-availability/STABLE"
+PREFIXES = {
+    "dcat": DCAT,
+    "dct": DCTERMS,
+    "foaf": FOAF,
+    "skos": SKOS,
+    "spdx": SPDX,
+    "vcard": VCARD,
+    "locn": LOCN,
+    "dcatap": DCATAP,
+    "xsd": XSD,
+}
+
+
+def _iri(value: str, what: str) -> URIRef:
+    parts = urlsplit(value)
+    if not parts.scheme or not (parts.netloc or parts.scheme in {"mailto", "urn", "tel"}):
+        raise MetadataError(f"{what} must be an absolute URI, got {value!r}")
+    if re.search(r"[\s<>\"{}|\\^`]", value):
+        raise MetadataError(f"{what} contains characters not allowed in a URI: {value!r}")
+    return URIRef(value)
+
+
+def _when(value: dt.datetime | dt.date, what: str) -> Literal:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise MetadataError(f"{what} must carry a time zone, got {value.isoformat()}")
+        return Literal(value.isoformat(), datatype=XSD.dateTime)
+    return Literal(value.isoformat(), datatype=XSD.date)
+
+
+@dataclass(frozen=True)
+class Concept:
+    """A term of a controlled vocabulary (theme, agent type, licence type...)."""
+
+    uri: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    uri: str
+    type: Concept | None = None  # e.g. an ADMS publisher type
+
+
+@dataclass(frozen=True)
+class ContactPoint:
+    name: str
+    email: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class License:
+    uri: str
+    type: Concept | None = None  # e.g. an ADMS licence type
+
+
+@dataclass(frozen=True)
+class Location:
+    uri: str
+    bbox: str | None = None  # WKT polygon
+    centroid: str | None = None  # WKT point
+
+
+@dataclass(frozen=True)
+class Period:
+    start: dt.date
+    end: dt.date | None = None
+
+
+def language(code: str) -> str:
+    """The EU authority URI of a three-letter language code (``ENG``, ``FRA``...)."""
+    if not re.fullmatch(r"[A-Za-z]{3}", code):
+        raise MetadataError(f"language must be a three-letter code such as ENG, got {code!r}")
+    return EU_LANGUAGE + code.upper()
+
+
+@dataclass(frozen=True)
+class CatalogInfo:
+    title: str
+    description: str
+    publisher: Agent
+    homepage: str | None = None
+    languages: Sequence[str] = ()
+    license: License | None = None
+    issued: dt.date | dt.datetime | None = None
+    modified: dt.date | dt.datetime | None = None
+    theme_taxonomy: Concept | None = None  # the concept scheme the themes come from
+    spatial: Location | None = None
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    id: str
+    title: str
+    description: str
+    publisher: Agent | None = None
+    license: License | None = None
+    keywords: Sequence[str] = ()
+    themes: Sequence[Concept] = ()
+    contact_point: ContactPoint | None = None
+    languages: Sequence[str] = ()
+    spatial: Location | None = None
+    temporal: Period | None = None
+    landing_page: str | None = None
+
+
+@dataclass(frozen=True)
+class CatalogUrls:
+    """Where catalog resources live, from one configurable public base URL.
+
+    Downloads are served at ``/v1/datasets/{id}/versions/{v}/files/{name}``; the
+    dataset's named graph in the triple store is its ``/v1/datasets/{id}`` document.
+    """
+
+    base: str
+    _root: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base)
+        if parts.scheme not in {"http", "https"} or not parts.netloc:
+            raise MetadataError(f"base URL must be an absolute http(s) URL, got {self.base!r}")
+        object.__setattr__(self, "_root", self.base.rstrip("/"))
+
+    @property
+    def catalog(self) -> str:
+        return f"{self._root}/v1/catalog#catalog"
+
+    @property
+    def catalog_graph(self) -> str:
+        return f"{self._root}/v1/catalog"
+
+    def entry_graph(self, dataset_id: str) -> str:
+        return f"{self._root}/v1/datasets/{check_segment(dataset_id, 'dataset id')}"
+
+    def dataset(self, dataset_id: str) -> str:
+        return f"{self.entry_graph(dataset_id)}#dataset"
+
+    def version(self, dataset_id: str, version: int) -> str:
+        return f"{self.entry_graph(dataset_id)}/versions/{version}"
+
+    def distribution(self, dataset_id: str, version: int, fmt: str) -> str:
+        return f"{self.version(dataset_id, version)}#{fmt}"
+
+    def download(self, dataset_id: str, version: int, name: str) -> str:
+        return f"{self.version(dataset_id, version)}/files/{quote(name)}"
+
+
+def new_graph() -> Graph:
+    graph = Graph()
+    for prefix, namespace in PREFIXES.items():
+        graph.bind(prefix, namespace)
+    return graph
+
+
+class _Writer:
+    """Adds typed resources to a graph, each described once."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.g = graph
+
+    def text(self, node: URIRef, prop: URIRef, value: str | None) -> None:
+        if value and value.strip():
+            self.g.add((node, prop, Literal(value.strip())))
+
+    def concept(self, node: URIRef, prop: URIRef, concept: Concept, what: str) -> None:
+        iri = _iri(concept.uri, what)
+        self.g.add((node, prop, iri))
+        self.g.add((iri, RDF.type, SKOS.Concept))
+        self.text(iri, SKOS.prefLabel, concept.label)
+
+    def agent(self, node: URIRef, agent: Agent) -> None:
+        iri = _iri(agent.uri, "publisher URI")
+        self.g.add((node, DCTERMS.publisher, iri))
+        self.g.add((iri, RDF.type, FOAF.Agent))
+        self.text(iri, FOAF.name, agent.name)
+        if agent.type is not None:
+            self.concept(iri, DCTERMS.type, agent.type, "publisher type")
+
+    def license(self, node: URIRef, license: License) -> None:
+        iri = _iri(license.uri, "licence URI")
+        self.g.add((node, DCTERMS.license, iri))
+        self.g.add((iri, RDF.type, DCTERMS.LicenseDocument))
+        if license.type is not None:
+            self.concept(iri, DCTERMS.type, license.type, "licence type")
+
+    def languages(self, node: URIRef, languages: Sequence[str]) -> None:
+        for value in languages:
+            iri = _iri(value, "language")
+            self.g.add((node, DCTERMS.language, iri))
+            self.g.add((iri, RDF.type, DCTERMS.LinguisticSystem))
+
+    def location(self, node: URIRef, location: Location) -> None:
+        iri = _iri(location.uri, "spatial coverage")
+        self.g.add((node, DCTERMS.spatial, iri))
+        self.g.add((iri, RDF.type, DCTERMS.Location))
+        if location.bbox:
+            self.g.add((iri, DCAT.bbox, Literal(location.bbox, datatype=GSP.wktLiteral)))
+        if location.centroid:
+            self.g.add((iri, DCAT.centroid, Literal(location.centroid, datatype=GSP.wktLiteral)))
+
+    def document(self, node: URIRef, prop: URIRef, url: str, what: str) -> None:
+        iri = _iri(url, what)
+        self.g.add((node, prop, iri))
+        self.g.add((iri, RDF.type, FOAF.Document))
+
+    def when(self, node: URIRef, prop: URIRef, value: dt.date | dt.datetime | None) -> None:
+        if value is not None:
+            self.g.add((node, prop, _when(value, str(prop))))
+
+
+def render_catalog(info: CatalogInfo, urls: CatalogUrls) -> Graph:
+    """The catalog's own description (its datasets are linked from their entries)."""
+    graph = new_graph()
+    w = _Writer(graph)
+    node = URIRef(urls.catalog)
+    graph.add((node, RDF.type, DCAT.Catalog))
+    w.text(node, DCTERMS.title, info.title)
+    w.text(node, DCTERMS.description, info.description)
+    w.agent(node, info.publisher)
+    if info.homepage:
+        w.document(node, FOAF.homepage, info.homepage, "catalog homepage")
+    w.languages(node, info.languages)
+    if info.license is not None:
+        w.license(node, info.license)
+    w.when(node, DCTERMS.issued, info.issued)
+    w.when(node, DCTERMS.modified, info.modified)
+    if info.theme_taxonomy is not None:
+        scheme = _iri(info.theme_taxonomy.uri, "theme taxonomy")
+        graph.add((node, DCAT.themeTaxonomy, scheme))
+        graph.add((scheme, RDF.type, SKOS.ConceptScheme))
+        w.text(scheme, DCTERMS.title, info.theme_taxonomy.label)
+    if info.spatial is not None:
+        w.location(node, info.spatial)
+    return graph
+
+
+def render_entry(
+    dataset: DatasetInfo,
+    version: int,
+    files: Sequence[ExportedFile],
+    urls: CatalogUrls,
+    issued: dt.datetime,
+    modified: dt.datetime,
+) -> Graph:
+    """One dataset entry: the dataset at ``version``, its distributions, and its link
+    from the catalog. ``issued`` is the first publication, ``modified`` this version's."""
+    if version < 1:
+        raise MetadataError(f"version must be a positive integer, got {version}")
+    graph = new_graph()
+    w = _Writer(graph)
+    node = URIRef(urls.dataset(dataset.id))
+    graph.add((URIRef(urls.catalog), DCAT.dataset, node))
+    graph.add((node, RDF.type, DCAT.Dataset))
+    graph.add((node, DCTERMS.identifier, Literal(dataset.id)))
+    graph.add((node, DCAT.version, Literal(str(version))))
+    w.text(node, DCTERMS.title, dataset.title)
+    w.text(node, DCTERMS.description, dataset.description)
+    if dataset.publisher is not None:
+        w.agent(node, dataset.publisher)
+    for keyword in dataset.keywords:
+        w.text(node, DCAT.keyword, keyword)
+    for theme in dataset.themes:
+        w.concept(node, DCAT.theme, theme, "theme")
+    if dataset.contact_point is not None:
+        _contact(graph, node, dataset, urls)
+    w.languages(node, dataset.languages)
+    if dataset.spatial is not None:
+        w.location(node, dataset.spatial)
+    if dataset.temporal is not None:
+        period = URIRef(f"{urls.dataset(dataset.id)}-period")
+        graph.add((node, DCTERMS.temporal, period))
+        graph.add((period, RDF.type, DCTERMS.PeriodOfTime))
+        w.when(period, DCAT.startDate, dataset.temporal.start)
+        w.when(period, DCAT.endDate, dataset.temporal.end)
+    if dataset.license is not None:  # DCAT-AP reads it from the distributions too
+        w.license(node, dataset.license)
+    if dataset.landing_page:
+        w.document(node, DCAT.landingPage, dataset.landing_page, "landing page")
+    w.when(node, DCTERMS.issued, issued)
+    w.when(node, DCTERMS.modified, modified)
+    for file in files:
+        _distribution(w, node, dataset, version, file, urls, modified)
+    return graph
+
+
+def _contact(graph: Graph, node: URIRef, dataset: DatasetInfo, urls: CatalogUrls) -> None:
+    contact = dataset.contact_point
+    assert contact is not None
+    iri = URIRef(f"{urls.dataset(dataset.id)}-contact")
+    graph.add((node, DCAT.contactPoint, iri))
+    graph.add((iri, RDF.type, VCARD.Kind))
+    if contact.name.strip():
+        graph.add((iri, VCARD.fn, Literal(contact.name.strip())))
+    if contact.email:
+        address = contact.email.removeprefix("mailto:")
+        if not re.fullmatch(r"[^@\s<>]+@[^@\s<>]+", address):
+            raise MetadataError(f"contact email is not an address: {contact.email!r}")
+        graph.add((iri, VCARD.hasEmail, URIRef(f"mailto:{address}")))
+    if contact.url:
+        graph.add((iri, VCARD.hasURL, _iri(contact.url, "contact URL")))
+
+
+def _distribution(
+    w: _Writer,
+    dataset_node: URIRef,
+    dataset: DatasetInfo,
+    version: int,
+    file: ExportedFile,
+    urls: CatalogUrls,
+    modified: dt.datetime,
+) -> None:
+    g = w.g
+    fmt = file.format
+    node = URIRef(urls.distribution(dataset.id, version, fmt.name))
+    g.add((dataset_node, DCAT.distribution, node))
+    g.add((node, RDF.type, DCAT.Distribution))
+    title = f"{dataset.title.strip() or dataset.id} ({fmt.name.upper()})"
+    g.add((node, DCTERMS.title, Literal(title)))
+    description = f"{file.record_count} records as {fmt.name.upper()}, version {version}."
+    g.add((node, DCTERMS.description, Literal(description)))
+    g.add((node, DCAT.downloadURL, URIRef(urls.download(dataset.id, version, file.name))))
+    g.add((node, DCAT.accessURL, URIRef(urls.version(dataset.id, version))))
+    media = URIRef(fmt.media_type_uri)
+    g.add((node, DCAT.mediaType, media))
+    g.add((media, RDF.type, DCTERMS.MediaType))
+    file_type = URIRef(fmt.file_type_uri)
+    g.add((node, DCTERMS.format, file_type))
+    g.add((file_type, RDF.type, DCTERMS.MediaTypeOrExtent))
+    g.add((node, DCAT.byteSize, Literal(file.byte_size, datatype=XSD.nonNegativeInteger)))
+    if not re.fullmatch(r"[0-9a-f]{64}", file.sha256):
+        raise MetadataError(f"{file.name}: SHA-256 must be 64 lower-case hex digits")
+    checksum = URIRef(f"{node}-sha256")
+    g.add((node, SPDX.checksum, checksum))
+    g.add((checksum, RDF.type, SPDX.Checksum))
+    g.add((checksum, SPDX.algorithm, SHA256))
+    g.add((checksum, SPDX.checksumValue, Literal(file.sha256, datatype=XSD.hexBinary)))
+    w.concept(node, DCATAP.availability, Concept(STABLE, "stable"), "availability")
+    w.when(node, DCTERMS.issued, modified)
+    w.when(node, DCTERMS.modified, modified)
+    if dataset.license is not None:
+        w.license(node, dataset.license)
+
+
+def entry_ntriples(graph: Graph) -> str:
+    """The graph as N-Triples, the form the triple store inserts."""
+    return graph.serialize(format="nt")
