@@ -41,6 +41,7 @@ from herald.schedules import (
     next_after,
     pause_schedule,
     plan,
+    recurrence,
     resume_schedule,
     update_schedule,
 )
@@ -173,6 +174,18 @@ def test_plan_catches_up_once_and_advances_from_the_scheduled_slot() -> None:
     timely = plan(rule, due, berlin(2026, 6, 10, 9, 0, 30), misfire=Misfire.SKIP, grace=60)
     assert (timely.fire, timely.skipped) == ([berlin(2026, 6, 10, 9)], 2)
     assert plan(rule, due, berlin(2026, 6, 8, 8)).fire == []  # not due yet
+
+
+def test_coalesced_count_is_exact_then_saturates(monkeypatch: pytest.MonkeyPatch) -> None:
+    minutely = Recurrence("cron", "UTC", cron="* * * * *")
+    due = datetime(2026, 6, 10, 10, tzinfo=UTC)
+    now = due + timedelta(minutes=30, seconds=5)
+    assert plan(minutely, due, now).coalesced == 30  # 31 slots, one fire
+    monkeypatch.setattr(recurrence, "COUNT_LIMIT", 20)
+    caught_up = plan(minutely, due, now)
+    assert caught_up.coalesced == 19
+    assert caught_up.fire == [due + timedelta(minutes=30)]
+    assert caught_up.next_due == due + timedelta(minutes=31)
 
 
 # --- database -----------------------------------------------------------------------------

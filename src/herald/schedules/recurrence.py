@@ -17,6 +17,7 @@ order, and several candidates landing on the same instant collapse into one slot
 from __future__ import annotations
 
 import calendar
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
@@ -161,10 +162,7 @@ def _monthly(year: int, month: int, rule: Recurrence) -> datetime:
 
 
 def _next_local(rule: Recurrence, local: datetime) -> datetime:
-    """The first candidate strictly after naive ``local``."""
-    if rule.frequency is Frequency.CRON:
-        result: datetime = croniter(rule.cron, local).get_next(datetime)
-        return result
+    """The first candidate strictly after naive ``local`` (daily, weekly, monthly)."""
     assert rule.at is not None
     if rule.frequency is Frequency.MONTHLY:
         year, month = local.year, local.month
@@ -215,19 +213,39 @@ def _aware(value: datetime, what: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def _locals_after(rule: Recurrence, local: datetime) -> Iterator[datetime]:
+    """Naive candidates strictly after ``local``, ascending (one cron parse for all)."""
+    if rule.frequency is Frequency.CRON:
+        walker = croniter(rule.cron, local)
+        while True:
+            yield walker.get_next(datetime)
+    while True:
+        local = _next_local(rule, local)
+        yield local
+
+
+def slots_after(rule: Recurrence, after: datetime) -> Iterator[datetime]:
+    """The slots strictly after ``after`` (UTC), ascending, without end."""
+    after = _aware(after, "after")
+    last, idle = after, 0
+    try:
+        for local in _locals_after(rule, _wall(after, rule.zone)):
+            slot = place(local, rule.zone)
+            if slot > last:
+                yield slot
+                last, idle = slot, 0
+                continue
+            idle += 1  # a wall time already passed (repeated hour) or collapsed (gap)
+            if idle > _MAX_STEPS:
+                break
+    except (ValueError, OverflowError, KeyError) as exc:  # croniter's "no such date"
+        raise RecurrenceError(f"the rule has no slot after {last.isoformat()}: {exc}") from None
+    raise RecurrenceError(f"the rule has no slot after {last.isoformat()}")
+
+
 def next_after(rule: Recurrence, after: datetime) -> datetime:
     """The first slot strictly after ``after`` (UTC)."""
-    after = _aware(after, "after")
-    local = _wall(after, rule.zone)
-    try:
-        for _ in range(_MAX_STEPS):
-            local = _next_local(rule, local)
-            slot = place(local, rule.zone)
-            if slot > after:
-                return slot
-    except (ValueError, OverflowError, KeyError) as exc:  # croniter's "no such date"
-        raise RecurrenceError(f"the rule has no slot after {after.isoformat()}: {exc}") from None
-    raise RecurrenceError(f"the rule has no slot after {after.isoformat()}")
+    return next(slots_after(rule, after))
 
 
 def latest_at_or_before(rule: Recurrence, at: datetime) -> datetime:
@@ -272,17 +290,18 @@ class Plan:
     skipped: int = 0
 
 
-COUNT_LIMIT = 100_000  # missed slots counted one by one; beyond, the count saturates
+# Missed slots are counted one by one (a minutely cron is the costly case); beyond this
+# many the recorded count saturates, which keeps a tick after a long outage short.
+COUNT_LIMIT = 10_000
 
 
 def count_slots(rule: Recurrence, first: datetime, last: datetime) -> int:
     """Slots in [first, last], given ``first`` is a slot (saturates at COUNT_LIMIT)."""
     if last < first:
         return 0
-    count, slot = 1, first
-    while count < COUNT_LIMIT:
-        slot = next_after(rule, slot)
-        if slot > last:
+    count = 1
+    for slot in slots_after(rule, first):
+        if slot > last or count >= COUNT_LIMIT:
             break
         count += 1
     return count
@@ -310,10 +329,11 @@ def plan(
         if max_fires < 1:
             raise RecurrenceError("max_fires must be at least 1")
         fire = [due]
-        slot = next_after(rule, due)
+        following = slots_after(rule, due)
+        slot = next(following)
         while slot <= now and len(fire) < max_fires:
             fire.append(slot)
-            slot = next_after(rule, slot)
+            slot = next(following)
         return Plan(fire, slot)  # slot may still be due: the next tick goes on from it
     # ``due`` may predate a rule change; the latest slot is never earlier than it.
     latest = max(due, latest_at_or_before(rule, now))
