@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from herald import tables
+from herald import tables, up
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run Herald's demo end to end on the embedded database")
     demo.add_argument("--jobs", type=int, default=2000)
+    up.add_commands(sub)  # apikey, serve, up
     return parser
 
 
@@ -256,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from herald.demo import run_demo
 
             return asyncio.run(run_demo(settings, jobs=args.jobs))
+        if args.command in up.COMMANDS:
+            return up.main(args, settings, lambda: load_app(app_spec))
         app = load_app(app_spec)
         if args.command == "worker":
             return asyncio.run(_worker(app, settings, args))

@@ -1,0 +1,267 @@
+"""``herald serve``, ``herald up`` and ``herald apikey``.
+
+* ``serve`` runs the HTTP API alone (uvicorn), for scaling the API out;
+* ``up`` runs everything in one process: the API, a worker (with the rescuer and
+  pruner), the scheduler and the cleanup runner, after applying pending migrations. With
+  no ``HERALD_DATABASE_URL`` it boots the embedded PostgreSQL. SIGTERM/SIGINT stop the
+  API, let running jobs drain, and end the other loops; a second signal stops at once;
+* ``apikey create NAME --scopes submit,read`` prints a new bearer token, once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from herald.config import ConfigError, Settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from herald.api import ApiSettings
+    from herald.registry import Herald
+
+# The API stack (FastAPI, uvicorn) is imported when one of these commands runs, so the
+# CLI's other commands start as fast as before.
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("apikey", "serve", "up")
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``apikey``, ``serve`` and ``up`` to the CLI's subcommands."""
+    apikey = sub.add_parser("apikey", help="manage API keys (bearer tokens, stored hashed)")
+    keys = apikey.add_subparsers(dest="apikey_command", required=True)
+    create = keys.add_parser("create", help="create a key; its token is printed once")
+    create.add_argument("name")
+    create.add_argument(
+        "--scopes", required=True, help="comma-separated: submit, read, operate, admin"
+    )
+    create.add_argument(
+        "--max-active-jobs",
+        type=int,
+        default=None,
+        help="quota: at most this many of the key's jobs waiting or running (default none)",
+    )
+    keys.add_parser("list", help="list keys (never their tokens)")
+    revoke = keys.add_parser("revoke", help="revoke the live key of that name")
+    revoke.add_argument("name")
+
+    serve = sub.add_parser("serve", help="run the HTTP API")
+    _http_options(serve)
+    up = sub.add_parser("up", help="API, worker, scheduler and maintenance in one process")
+    _http_options(up)
+    up.add_argument("--concurrency", type=int, default=10)
+    up.add_argument("--queues", default=None, help="comma-separated (default: all the app's)")
+    up.add_argument("--scheduler-interval", type=float, default=5.0, help="seconds per tick")
+    up.add_argument("--no-scheduler", action="store_true", help="do not fire schedules here")
+
+
+def _http_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve without API keys: every caller may do everything (local demo only)",
+    )
+
+
+def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], Herald]) -> int:
+    """Run one of :data:`COMMANDS` (the CLI has parsed its arguments)."""
+    if args.command == "apikey":
+        return asyncio.run(_apikey(args, settings))
+    from herald.api import ApiSettings
+
+    try:
+        api = ApiSettings.from_env()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.insecure_no_auth:
+        api = ApiSettings(auth=False, retry_after=api.retry_after)
+    app = load_app()
+    if args.command == "serve":
+        return asyncio.run(serve(app, settings, api, host=args.host, port=args.port))
+    if args.concurrency < 1 or args.scheduler_interval <= 0:
+        print(
+            "error: --concurrency must be at least 1, --scheduler-interval positive",
+            file=sys.stderr,
+        )
+        return 2
+    queues = [q for q in (args.queues or "").split(",") if q] or None
+    return asyncio.run(
+        up(
+            app,
+            settings,
+            api,
+            host=args.host,
+            port=args.port,
+            concurrency=args.concurrency,
+            queues=queues,
+            scheduler_interval=None if args.no_scheduler else args.scheduler_interval,
+        )
+    )
+
+
+# --- API keys ----------------------------------------------------------------------------
+
+
+async def _apikey(args: argparse.Namespace, settings: Settings) -> int:
+    import psycopg
+
+    from herald.api import create_key, list_keys, revoke_key
+    from herald.client import open_connection
+
+    try:
+        async with await open_connection(settings) as conn:
+            if args.apikey_command == "create":
+                key = await create_key(
+                    conn, args.name, args.scopes.split(","), args.max_active_jobs
+                )
+                print(
+                    f"created API key {key.name!r} with scopes {','.join(key.scopes)}; "
+                    "its token is shown once, store it now:",
+                    file=sys.stderr,
+                )
+                print(key.token)
+            elif args.apikey_command == "list":
+                for row in await list_keys(conn):
+                    status = "revoked" if row["revoked_at"] else "live"
+                    quota = row["max_active_jobs"] or "-"
+                    scopes = ",".join(row["scopes"])
+                    print(f"{row['id']}\t{row['name']}\t{scopes}\tquota={quota}\t{status}")
+            elif not await revoke_key(conn, args.name):
+                print(f"error: no live API key named {args.name!r}", file=sys.stderr)
+                return 1
+            else:
+                print(f"revoked API key {args.name!r}")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.errors.UniqueViolation:
+        print(f"error: a live API key named {args.name!r} exists already", file=sys.stderr)
+        return 1
+    except psycopg.errors.UndefinedTable:
+        print("error: the schema is not migrated; run `herald migrate` first", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- processes ---------------------------------------------------------------------------
+
+
+def _server(api_app: Any, host: str, port: int, own_signals: bool) -> uvicorn.Server:
+    import uvicorn
+
+    class HostedServer(uvicorn.Server):
+        """Leaves signals to its host (``up`` stops several loops on one signal)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(api_app, host=host, port=port, log_config=None, lifespan="on")
+    return uvicorn.Server(config) if own_signals else HostedServer(config)
+
+
+async def _serve_checked(server: uvicorn.Server) -> None:
+    try:
+        await server.serve()
+    except SystemExit:  # uvicorn exits when it cannot bind or start
+        raise RuntimeError("the HTTP API could not start (see the log above)") from None
+    if not server.started:
+        raise RuntimeError("the HTTP API could not start (see the log above)")
+
+
+async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str, port: int) -> int:
+    """The API alone; uvicorn handles SIGTERM/SIGINT."""
+    from herald.api import create_app
+
+    await _serve_checked(_server(create_app(app, settings, api), host, port, own_signals=True))
+    return 0
+
+
+async def up(
+    app: Herald,
+    settings: Settings,
+    api: ApiSettings,
+    *,
+    host: str,
+    port: int,
+    concurrency: int = 10,
+    queues: list[str] | None = None,
+    scheduler_interval: float | None = 5.0,
+) -> int:
+    """API, worker (rescuer, pruner), scheduler and cleanup runner in this process."""
+    from herald.api import create_app, list_keys
+    from herald.client import open_connection
+    from herald.metrics import HeraldMetrics
+    from herald.migrate import migrate
+    from herald.ops.cleanup import CleanupRunner
+    from herald.schedules import Scheduler
+    from herald.worker import Worker
+
+    async with await open_connection(settings) as conn:
+        for migration in await migrate(conn, settings.schema):
+            log.info("applied migration %04d_%s", migration.version, migration.name)
+        if api.auth and not any(k["revoked_at"] is None for k in await list_keys(conn)):
+            log.warning("no API key exists yet: create one with `herald apikey create`")
+    metrics = HeraldMetrics()
+    worker = Worker(app, settings=settings, concurrency=concurrency, queues=queues)
+    metrics.watch_worker(worker)
+    server = _server(create_app(app, settings, api, metrics=metrics), host, port, False)
+    stop = asyncio.Event()
+
+    def shutdown() -> None:
+        if stop.is_set():  # second signal: do not wait for anything
+            server.force_exit = True
+        stop.set()
+        server.should_exit = True
+        worker.stop()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, shutdown)
+    cleaner = await CleanupRunner.open(app, settings)
+    scheduler = None
+    if scheduler_interval is not None:
+        scheduler = await Scheduler.open(app, settings, interval=scheduler_interval)
+    parts = [
+        asyncio.create_task(_serve_checked(server), name="api"),
+        asyncio.create_task(worker.run(), name="worker"),
+        asyncio.create_task(cleaner.run(stop), name="cleanup"),
+    ]
+    if scheduler is not None:
+        parts.append(asyncio.create_task(scheduler.run(stop), name="scheduler"))
+    log.info(
+        "herald up: API on http://%s:%d, worker on %s, scheduler %s",
+        host,
+        port,
+        ",".join(worker.queues),
+        "on" if scheduler is not None else "off",
+    )
+    try:
+        await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        unexpected = not stop.is_set()
+        if unexpected:  # one part ended on its own: take the others down with it
+            log.error("a part of herald up stopped on its own; stopping the others")
+            shutdown()
+        results = await asyncio.gather(*parts, return_exceptions=True)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if scheduler is not None:
+            await scheduler.close()
+        await cleaner.close()
+    failures = [(t.get_name(), r) for t, r in zip(parts, results, strict=True) if r is not None]
+    for name, error in failures:
+        log.error("%s failed: %r", name, error)
+    return 1 if failures or unexpected else 0
