@@ -41,8 +41,11 @@ WITH input AS (
                            THEN herald_now() END
     FROM input i
     WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
-    RETURNING j.id, j.state, j.kind, j.queue, j.key, j.version, j.payload, j.attempt,
-              j.step, j.checkpoint, j.errors, i.outcome
+    -- what a dead letter needs is carried along only for jobs that just died.
+    RETURNING j.id, j.state, i.outcome, j.kind, j.queue, j.key, j.version, j.attempt, j.step,
+              CASE WHEN j.state = 'dead' THEN j.payload END AS payload,
+              CASE WHEN j.state = 'dead' THEN j.checkpoint END AS checkpoint,
+              CASE WHEN j.state = 'dead' THEN j.errors END AS errors
 ), dead AS (
     INSERT INTO dead_letters (job_id, kind, queue, key, version, payload, attempt, step,
                               cleanup, errors, reason)
