@@ -187,6 +187,11 @@ def _check_id(schedule_id: int) -> None:
         raise ScheduleError(f"schedule id must be a positive integer, got {schedule_id!r}")
 
 
+def _check_limit(limit: int) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+        raise ScheduleError("limit must be an integer from 1 to 1000")
+
+
 @asynccontextmanager
 async def _connection(db: Db) -> AsyncIterator[AsyncConn]:
     if isinstance(db, AsyncConnectionPool):
@@ -254,8 +259,7 @@ async def list_schedules(
     limit: int = 100,
 ) -> list[Row]:
     """Schedules in id order; page with ``after_id`` (the last id of the previous page)."""
-    if not isinstance(limit, int) or not 1 <= limit <= 1000:
-        raise ScheduleError("limit must be an integer from 1 to 1000")
+    _check_limit(limit)
     params = {"kind": kind, "key": key, "paused": paused, "after_id": after_id, "limit": limit}
     async with _connection(db) as conn:
         cur = conn.cursor(row_factory=dict_row)
@@ -266,6 +270,7 @@ async def list_schedules(
 async def list_fires(db: Db, schedule_id: int, *, limit: int = 100) -> list[Row]:
     """The schedule's fired slots, latest first."""
     _check_id(schedule_id)
+    _check_limit(limit)
     async with _connection(db) as conn:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(sql.query("schedule_fires"), {"schedule_id": schedule_id, "limit": limit})
