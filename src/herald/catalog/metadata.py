@@ -377,8 +377,3 @@ def _distribution(
     w.when(node, DCTERMS.modified, modified)
     if dataset.license is not None:
         w.license(node, dataset.license)
-
-
-def entry_ntriples(graph: Graph) -> str:
-    """The graph as N-Triples, the form the triple store inserts."""
-    return graph.serialize(format="nt")
