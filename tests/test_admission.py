@@ -22,7 +22,7 @@ from herald import (
     UnknownKind,
 )
 from herald.client import open_connection
-from tests.support import APP
+from tests.support import APP, running_worker
 
 
 async def _scalar(client: Client, query: str, *params: Any) -> Any:
@@ -109,6 +109,37 @@ async def test_versions_increase_and_finished_versions_do_not_block(client: Clie
     assert fourth.version == 4
     rows = await client.list_jobs(key="article-7", kind="noop")
     assert [(r["version"], r["state"]) for r in rows] == [(4, "waiting")]
+
+
+async def test_admission_races_a_worker_finishing_the_objects_jobs(settings: Settings) -> None:
+    """While a worker keeps finishing the object's jobs, concurrent admissions never fail,
+    never see two active jobs and never skip or repeat a version number."""
+    clients = [await Client.open(APP, settings.with_(pool_size=1)) for _ in range(6)]
+    try:
+        async with running_worker(settings, concurrency=4):
+
+            async def enqueuer(client: Client) -> list[Any]:
+                got = []
+                for _ in range(25):
+                    got.append(await client.enqueue("noop", key="hot"))
+                    await asyncio.sleep(0.01)  # spread the calls over many worker cycles
+                return got
+
+            results = await asyncio.gather(*(enqueuer(c) for c in clients))
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
+    calls = [e for r in results for e in r]
+    assert {e.outcome for e in calls} <= {Outcome.CREATED, Outcome.IN_PROGRESS}
+    created = sorted(e.version for e in calls if e.outcome is Outcome.CREATED)
+    assert created == list(range(1, len(created) + 1))
+    async with await open_connection(settings) as conn:
+        cur = await conn.execute(
+            "SELECT array_agg(version ORDER BY version) AS versions, "
+            "count(*) FILTER (WHERE state IN ('waiting', 'running')) AS active FROM jobs"
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    assert row["versions"] == created and row["active"] <= 1
 
 
 # --- idempotency ---------------------------------------------------------------------
