@@ -231,3 +231,24 @@ async def test_pruning_deletes_only_expired_finished_jobs_in_batches(
         ("keeper", "published"),
         ("noop", "unfinished"),
     ]
+
+
+async def test_graceful_stop_finishes_short_jobs_and_hands_long_ones_back(
+    settings: Settings, client: Client
+) -> None:
+    """Nothing waits for a lease to run out after a clean stop."""
+    short = await client.enqueue("sleepy", {"sleep": 0.3})
+    long = await client.enqueue("sleepy", {"sleep": 60})
+    worker_settings = settings.with_(shutdown_grace=1.5)
+    async with running_worker(worker_settings, maintenance=False) as worker:
+        for job in (short, long):
+            await wait_for_job(client, job.id, lambda r: r["state"] != "waiting")
+        assert worker.stats.claimed == 2
+    # Leaving the block stopped the worker once (a graceful stop) and waited for it.
+    done = await client.get_job(short.id)
+    assert done is not None and (done["state"], done["attempt"]) == ("succeeded", 1)
+    back = await client.get_job(long.id)
+    assert back is not None
+    assert (back["state"], back["attempt"], back["lease_owner"]) == ("waiting", 1, None)
+    assert [e["kind"] for e in back["errors"]] == ["shutdown"]
+    assert back["run_at"] <= (await _rows(client, "SELECT now() AS t"))[0]["t"]
