@@ -252,3 +252,43 @@ async def test_graceful_stop_finishes_short_jobs_and_hands_long_ones_back(
     assert (back["state"], back["attempt"], back["lease_owner"]) == ("waiting", 1, None)
     assert [e["kind"] for e in back["errors"]] == ["shutdown"]
     assert back["run_at"] <= (await _rows(client, "SELECT now() AS t"))[0]["t"]
+
+
+async def test_a_result_finished_after_the_lease_was_taken_is_discarded(
+    settings: Settings, client: Client
+) -> None:
+    """The handler ends before any heartbeat notices: its completion is a stale write."""
+    job = await client.enqueue("sync_sleep", {"sleep": 1.0})
+    slow_heartbeat = settings.with_(lease=30.0)  # first heartbeat only after 10 s
+    async with running_worker(slow_heartbeat, maintenance=False) as worker:
+        await wait_for_job(client, job.id, lambda r: r["state"] == "running")
+        async with client.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE jobs SET fence = fence + 1, lease_owner = 'thief' WHERE id = %s",
+                (job.id,),
+            )
+        await _until(lambda: worker.stats.stale_writes == 1, "the refused completion")
+        assert worker.stats.succeeded == 0
+    row = await client.get_job(job.id)
+    assert row is not None
+    assert (row["state"], row["lease_owner"], row["fence"], row["result"]) == (
+        "running",
+        "thief",
+        2,
+        None,
+    )
+    stale = await _rows(client, "SELECT fence, operation, owner FROM stale_writes")
+    assert stale == [{"fence": 1, "operation": "succeeded", "owner": worker.owner}]
+
+
+async def test_a_job_of_a_kind_nobody_knows_fails_visibly(
+    settings: Settings, client: Client
+) -> None:
+    async with client.pool.connection() as conn:
+        cur = await conn.execute("INSERT INTO jobs (kind, max_attempts) VALUES ('ghost', 1) RETURNING id")
+        row = await cur.fetchone()
+    assert row is not None
+    async with running_worker(settings):
+        dead = await wait_for_job(client, row["id"])
+    assert (dead["state"], dead["attempt"]) == ("dead", 1)
+    assert "unknown job kind 'ghost'" in dead["errors"][-1]["message"]
