@@ -285,7 +285,9 @@ async def test_a_job_of_a_kind_nobody_knows_fails_visibly(
     settings: Settings, client: Client
 ) -> None:
     async with client.pool.connection() as conn:
-        cur = await conn.execute("INSERT INTO jobs (kind, max_attempts) VALUES ('ghost', 1) RETURNING id")
+        cur = await conn.execute(
+            "INSERT INTO jobs (kind, max_attempts) VALUES ('ghost', 1) RETURNING id"
+        )
         row = await cur.fetchone()
     assert row is not None
     async with running_worker(settings):
