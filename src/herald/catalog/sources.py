@@ -259,3 +259,57 @@ def sample_rows(count: int, start: int = 1) -> Iterator[Row]:
 
 
 SAMPLE_COLUMNS = ("id", "name", "city", "amount", "active", "recorded_on")
+
+
+SOURCE_TYPES = ("postgres_query", "postgres_table", "csv", "jsonl", "generated")
+
+
+def _spec_text(spec: Mapping[str, Any], name: str) -> str:
+    value = spec.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise SourceError(f"a {spec.get('type')} source needs a non-empty {name!r}")
+    return value
+
+
+def check_source_spec(spec: Mapping[str, Any]) -> None:
+    """Refuse a malformed source description before anything is stored."""
+    kind = spec.get("type")
+    if kind not in SOURCE_TYPES:
+        raise SourceError(f"source type must be one of {', '.join(SOURCE_TYPES)}, got {kind!r}")
+    if kind == "postgres_query":
+        _spec_text(spec, "query")
+        if not isinstance(spec.get("params", {}), dict):
+            raise SourceError("postgres_query params must be an object of named parameters")
+    elif kind == "postgres_table":
+        _spec_text(spec, "table")
+    elif kind in ("csv", "jsonl"):
+        _spec_text(spec, "path")
+        delimiter = spec.get("delimiter", ",")
+        if kind == "csv" and (not isinstance(delimiter, str) or len(delimiter) != 1):
+            raise SourceError("a csv delimiter is one character")
+    else:
+        count = spec.get("count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise SourceError("a generated source needs a non-negative integer 'count'")
+    unknown = set(spec) - {"type", "query", "params", "table", "path", "delimiter", "count"}
+    if unknown:
+        raise SourceError(f"unknown source field(s): {', '.join(sorted(unknown))}")
+
+
+def source_from_spec(spec: Mapping[str, Any], conninfo: str, base_dir: Path) -> RecordSource:
+    """The source a dataset describes; PostgreSQL sources read Herald's database
+    (``conninfo``), file paths are relative to ``base_dir`` unless absolute."""
+    check_source_spec(spec)
+    kind = spec["type"]
+    if kind == "postgres_query":
+        return PostgresSource(conninfo, spec["query"], dict(spec.get("params", {})))
+    if kind == "postgres_table":
+        return PostgresSource.table(conninfo, spec["table"])
+    if kind == "generated":
+        count = int(spec["count"])
+        label = f"{count} sample records"
+        return GeneratedSource(SAMPLE_COLUMNS, lambda: sample_rows(count), label)
+    path = base_dir / Path(spec["path"])
+    if kind == "csv":
+        return CsvSource(path, spec.get("delimiter", ","))
+    return JsonLinesSource(path)

@@ -1,0 +1,403 @@
+"""The dataset registry and each dataset's versions, stored in PostgreSQL.
+
+A version moves ``requested -> exporting -> exported -> published``; any step before
+publication may end in ``failed``, and a published or failed version may be removed
+(``deleting -> deleted``). The database allows one publication in flight per dataset
+and never reuses a version number.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from herald import sql
+from herald.catalog.errors import CatalogError, MetadataError
+from herald.catalog.export import ExportedFile
+from herald.catalog.metadata import (
+    Agent,
+    CatalogUrls,
+    Concept,
+    ContactPoint,
+    DatasetInfo,
+    License,
+    Location,
+    Period,
+    render_entry,
+)
+from herald.catalog.sources import check_source_spec
+from herald.catalog.validation import TIERS, Tier
+from herald.db import AsyncConn, Row
+
+VersionState = Literal[
+    "requested", "exporting", "exported", "published", "failed", "deleting", "deleted"
+]
+ACTIVE_STATES: tuple[VersionState, ...] = ("requested", "exporting", "exported")
+# Which states each state may be reached from.
+_REACHED_FROM: dict[VersionState, tuple[VersionState, ...]] = {
+    "requested": (),
+    "exporting": ("requested", "exporting"),
+    "exported": ("exporting", "exported"),
+    "published": ("exported",),
+    "failed": ACTIVE_STATES,
+    "deleting": ("published", "failed", "deleting"),
+    "deleted": ("deleting",),
+}
+
+
+class UnknownDataset(CatalogError, LookupError):
+    def __init__(self, dataset_id: str) -> None:
+        super().__init__(f"no dataset {dataset_id!r} is registered")
+
+
+class UnknownVersion(CatalogError, LookupError):
+    def __init__(self, dataset_id: str, version: int) -> None:
+        super().__init__(f"dataset {dataset_id!r} has no version {version}")
+
+
+class InvalidTransition(CatalogError):
+    def __init__(self, dataset_id: str, version: int, state: str, target: str) -> None:
+        super().__init__(
+            f"version {version} of {dataset_id!r} is {state}; it cannot become {target}"
+        )
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A registered dataset: its description, where its records come from, its tier."""
+
+    info: DatasetInfo
+    source: Mapping[str, Any]
+    tier: Tier = "basic"
+    schedule_id: int | None = None
+    next_version: int = 1
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    format: str
+    store_key: str
+    name: str
+    media_type: str
+    byte_size: int
+    record_count: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    dataset_id: str
+    version: int
+    state: VersionState
+    job_id: int | None
+    record_count: int | None
+    validation: dict[str, Any] | None
+    metadata: str | None
+    error: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    published_at: dt.datetime | None
+    deleted_at: dt.datetime | None
+    files: tuple[FileRecord, ...] = field(default=())
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+def check_dataset(dataset: Dataset) -> None:
+    """Refuse a dataset Herald could not publish, before anything is stored."""
+    if dataset.info.publisher is None:
+        raise MetadataError("a dataset needs a publisher (name and URI)")
+    if not dataset.info.publisher.name.strip():
+        raise MetadataError("the publisher needs a name")
+    if dataset.tier not in TIERS:
+        raise MetadataError(f"quality tier must be one of {', '.join(TIERS)}, got {dataset.tier!r}")
+    check_source_spec(dataset.source)
+    # Rendering a trial entry checks every identifier (id, URIs, e-mail) in one place.
+    now = dt.datetime.now(dt.UTC)
+    render_entry(dataset.info, 1, (), CatalogUrls("http://localhost"), now, now)
+
+
+def _concept(data: Mapping[str, Any] | None) -> Concept | None:
+    return None if data is None else Concept(str(data["uri"]), str(data["label"]))
+
+
+def _concept_json(concept: Concept | None) -> dict[str, str] | None:
+    return None if concept is None else {"uri": concept.uri, "label": concept.label}
+
+
+def _details(info: DatasetInfo) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    if info.publisher is not None and info.publisher.type is not None:
+        details["publisher_type"] = _concept_json(info.publisher.type)
+    if info.license is not None and info.license.type is not None:
+        details["license_type"] = _concept_json(info.license.type)
+    if info.spatial is not None:
+        details["spatial"] = {
+            "uri": info.spatial.uri,
+            "bbox": info.spatial.bbox,
+            "centroid": info.spatial.centroid,
+        }
+    if info.temporal is not None:
+        end = info.temporal.end
+        details["temporal"] = {
+            "start": info.temporal.start.isoformat(),
+            "end": end.isoformat() if end else None,
+        }
+    if info.landing_page:
+        details["landing_page"] = info.landing_page
+    return details
+
+
+def _dataset(row: Row) -> Dataset:
+    details: dict[str, Any] = row["details"]
+    contact = row["contact_point"]
+    spatial = details.get("spatial")
+    temporal = details.get("temporal")
+    info = DatasetInfo(
+        id=row["id"],
+        title=row["title"],
+        description=row["description"],
+        publisher=Agent(
+            row["publisher_name"], row["publisher_uri"], _concept(details.get("publisher_type"))
+        ),
+        license=(
+            License(row["license_uri"], _concept(details.get("license_type")))
+            if row["license_uri"]
+            else None
+        ),
+        keywords=tuple(row["keywords"]),
+        themes=tuple(Concept(t["uri"], t["label"]) for t in row["themes"]),
+        contact_point=(
+            ContactPoint(contact["name"], contact.get("email"), contact.get("url"))
+            if contact
+            else None
+        ),
+        languages=tuple(row["languages"]),
+        spatial=Location(spatial["uri"], spatial.get("bbox"), spatial.get("centroid"))
+        if spatial
+        else None,
+        temporal=Period(
+            dt.date.fromisoformat(temporal["start"]),
+            dt.date.fromisoformat(temporal["end"]) if temporal.get("end") else None,
+        )
+        if temporal
+        else None,
+        landing_page=details.get("landing_page"),
+    )
+    return Dataset(
+        info=info,
+        source=row["source"],
+        tier=row["tier"],
+        schedule_id=row["schedule_id"],
+        next_version=row["next_version"],
+    )
+
+
+async def register_dataset(conn: AsyncConn, dataset: Dataset) -> tuple[Dataset, bool]:
+    """Register ``dataset`` or update its description; True when it was new."""
+    check_dataset(dataset)
+    info = dataset.info
+    assert info.publisher is not None
+    contact = info.contact_point
+    cursor = await conn.execute(
+        sql.query("catalog_dataset_upsert"),
+        {
+            "id": info.id,
+            "title": info.title,
+            "description": info.description,
+            "publisher_name": info.publisher.name,
+            "publisher_uri": info.publisher.uri,
+            "license_uri": info.license.uri if info.license else None,
+            "keywords": list(info.keywords),
+            "themes": Jsonb([_concept_json(t) for t in info.themes]),
+            "contact_point": Jsonb(
+                {"name": contact.name, "email": contact.email, "url": contact.url}
+            )
+            if contact
+            else None,
+            "languages": list(info.languages),
+            "details": Jsonb(_details(info)),
+            "source": Jsonb(dict(dataset.source)),
+            "tier": dataset.tier,
+            "schedule_id": dataset.schedule_id,
+        },
+    )
+    row = await cursor.fetchone()
+    assert row is not None
+    return _dataset(row), bool(row["created"])
+
+
+async def get_dataset(conn: AsyncConn, dataset_id: str) -> Dataset | None:
+    cursor = await conn.execute(sql.query("catalog_dataset_get"), {"id": dataset_id})
+    row = await cursor.fetchone()
+    return None if row is None else _dataset(row)
+
+
+async def list_datasets(conn: AsyncConn, limit: int = 1000) -> list[Dataset]:
+    cursor = await conn.execute(sql.query("catalog_dataset_list"), {"limit": limit})
+    return [_dataset(row) for row in await cursor.fetchall()]
+
+
+def _file(row: Row) -> FileRecord:
+    return FileRecord(
+        format=row["format"],
+        store_key=row["store_key"],
+        name=row["name"],
+        media_type=row["media_type"],
+        byte_size=row["byte_size"],
+        record_count=row["record_count"],
+        sha256=row["sha256"],
+    )
+
+
+def _version(row: Row, files: Sequence[FileRecord] = ()) -> VersionRecord:
+    return VersionRecord(
+        dataset_id=row["dataset_id"],
+        version=row["version"],
+        state=row["state"],
+        job_id=row["job_id"],
+        record_count=row["record_count"],
+        validation=row["validation"],
+        metadata=row["metadata"],
+        error=row["error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        published_at=row["published_at"],
+        deleted_at=row["deleted_at"],
+        files=tuple(files),
+    )
+
+
+async def start_version(
+    conn: AsyncConn, dataset_id: str, job_id: int | None = None
+) -> tuple[VersionRecord, bool]:
+    """Request a new version; if a publication is already active, return that one.
+
+    Returns ``(version, started)``. Runs in a savepoint when ``conn`` is inside a
+    transaction, so a refused start does not abort the caller's transaction.
+    """
+    while True:
+        try:
+            async with conn.transaction():
+                cursor = await conn.execute(
+                    sql.query("catalog_version_start"),
+                    {"dataset_id": dataset_id, "job_id": job_id},
+                )
+                row = await cursor.fetchone()
+            if row is None:
+                raise UnknownDataset(dataset_id)
+            return _version(row), True
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "dataset_versions_one_active":
+                raise
+            cursor = await conn.execute(
+                sql.query("catalog_version_active"), {"dataset_id": dataset_id}
+            )
+            active = await cursor.fetchone()
+            if active is not None:
+                return _version(active), False
+            # The active one finished in between: try again for a fresh number.
+
+
+async def set_version_job(conn: AsyncConn, dataset_id: str, version: int, job_id: int) -> None:
+    cursor = await conn.execute(
+        sql.query("catalog_version_set_job"),
+        {"dataset_id": dataset_id, "version": version, "job_id": job_id},
+    )
+    if await cursor.fetchone() is None:
+        raise UnknownVersion(dataset_id, version)
+
+
+async def transition(
+    conn: AsyncConn,
+    dataset_id: str,
+    version: int,
+    state: VersionState,
+    *,
+    record_count: int | None = None,
+    validation: Mapping[str, Any] | None = None,
+    metadata: str | None = None,
+    error: str | None = None,
+) -> VersionRecord:
+    """Move a version to ``state``; refused (InvalidTransition) from a state that
+    cannot lead there. Repeating exporting/exported/deleting is allowed (retries)."""
+    if state not in _REACHED_FROM or state == "requested":
+        raise ValueError(f"cannot move a version to {state!r}")
+    if state == "failed" and not error:
+        raise ValueError("a failed version needs an error message")
+    cursor = await conn.execute(
+        sql.query("catalog_version_transition"),
+        {
+            "dataset_id": dataset_id,
+            "version": version,
+            "state": state,
+            "from_states": list(_REACHED_FROM[state]),
+            "record_count": record_count,
+            "validation": Jsonb(dict(validation)) if validation is not None else None,
+            "metadata": metadata,
+            "error": error,
+        },
+    )
+    row = await cursor.fetchone()
+    if row is None:
+        current = await get_version(conn, dataset_id, version)
+        if current is None:
+            raise UnknownVersion(dataset_id, version)
+        raise InvalidTransition(dataset_id, version, current.state, state)
+    return _version(row)
+
+
+async def record_files(
+    conn: AsyncConn, dataset_id: str, version: int, files: Sequence[ExportedFile]
+) -> None:
+    """Record what an export produced for this version (again, on a retried export)."""
+    async with conn.transaction():
+        for file in files:
+            await conn.execute(
+                sql.query("catalog_file_record"),
+                {
+                    "dataset_id": dataset_id,
+                    "version": version,
+                    "format": file.format.name,
+                    "store_key": file.key,
+                    "name": file.name,
+                    "media_type": file.format.media_type,
+                    "byte_size": file.byte_size,
+                    "record_count": file.record_count,
+                    "sha256": file.sha256,
+                },
+            )
+
+
+async def forget_files(conn: AsyncConn, dataset_id: str, version: int) -> list[str]:
+    """Drop the version's file records (after the store deleted them); their keys."""
+    cursor = await conn.execute(
+        sql.query("catalog_file_forget"), {"dataset_id": dataset_id, "version": version}
+    )
+    return sorted(row["store_key"] for row in await cursor.fetchall())
+
+
+async def get_version(conn: AsyncConn, dataset_id: str, version: int) -> VersionRecord | None:
+    params = {"dataset_id": dataset_id, "version": version}
+    cursor = await conn.execute(sql.query("catalog_version_get"), params)
+    row = await cursor.fetchone()
+    if row is None:
+        return None
+    files = await conn.execute(sql.query("catalog_file_list"), params)
+    return _version(row, [_file(f) for f in await files.fetchall()])
+
+
+async def list_versions(conn: AsyncConn, dataset_id: str) -> list[VersionRecord]:
+    cursor = await conn.execute(sql.query("catalog_version_list"), {"dataset_id": dataset_id})
+    return [_version(row) for row in await cursor.fetchall()]

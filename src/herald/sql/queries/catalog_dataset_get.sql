@@ -1,0 +1,1 @@
+SELECT * FROM datasets WHERE id = %(id)s

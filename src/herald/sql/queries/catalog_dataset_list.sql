@@ -1,0 +1,1 @@
+SELECT * FROM datasets ORDER BY id LIMIT %(limit)s

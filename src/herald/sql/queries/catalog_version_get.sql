@@ -1,0 +1,1 @@
+SELECT * FROM dataset_versions WHERE dataset_id = %(dataset_id)s AND version = %(version)s

@@ -1,0 +1,189 @@
+"""The dataset registry and version records, on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from herald.catalog.datasets import (
+    Dataset,
+    InvalidTransition,
+    UnknownDataset,
+    forget_files,
+    get_dataset,
+    get_version,
+    list_datasets,
+    list_versions,
+    record_files,
+    register_dataset,
+    set_version_job,
+    start_version,
+    transition,
+)
+from herald.catalog.errors import MetadataError, SourceError
+from herald.catalog.export import export_records
+from herald.catalog.sources import GeneratedSource, source_from_spec
+from herald.catalog.store import LocalExportStore
+from herald.config import Settings
+from herald.db import AsyncConn, connect, conninfo
+from tests.catalog.samples import BASIC_DATASET, HIGH_DATASET, files
+
+SAMPLE = Dataset(HIGH_DATASET, {"type": "generated", "count": 1000}, tier="high")
+
+
+@pytest.fixture
+async def conn(settings: Settings) -> AsyncIterator[AsyncConn]:
+    assert settings.database_url is not None
+    connection = await connect(conninfo(settings.database_url, settings.schema))
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+async def test_register_round_trips_every_field_and_updates_in_place(conn: AsyncConn) -> None:
+    stored, created = await register_dataset(conn, SAMPLE)
+    assert created
+    assert stored == dataclasses.replace(SAMPLE, next_version=1)
+    assert await get_dataset(conn, "measures") == stored
+    renamed = dataclasses.replace(SAMPLE, info=dataclasses.replace(HIGH_DATASET, title="New"))
+    updated, created = await register_dataset(conn, renamed)
+    assert not created and updated.info.title == "New"
+    assert [d.id for d in await list_datasets(conn)] == ["measures"]
+    assert await get_dataset(conn, "missing") is None
+
+
+@pytest.mark.parametrize(
+    ("dataset", "error", "message"),
+    [
+        (Dataset(BASIC_DATASET, {"type": "generated", "count": 1}), MetadataError, "publisher"),
+        (dataclasses.replace(SAMPLE, source={"type": "ftp"}), SourceError, "source type"),
+        (dataclasses.replace(SAMPLE, source={"type": "csv"}), SourceError, "'path'"),
+        (
+            dataclasses.replace(SAMPLE, info=dataclasses.replace(HIGH_DATASET, id="a/b")),
+            ValueError,
+            "dataset id",
+        ),
+        (dataclasses.replace(SAMPLE, tier="gold"), MetadataError, "quality tier"),  # type: ignore[arg-type]
+    ],
+)
+async def test_bad_datasets_are_refused_and_nothing_is_stored(
+    conn: AsyncConn, dataset: Dataset, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        await register_dataset(conn, dataset)
+    assert await list_datasets(conn) == []
+
+
+async def test_database_refuses_what_the_code_would_never_write(conn: AsyncConn) -> None:
+    await register_dataset(conn, SAMPLE)
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await conn.execute("UPDATE datasets SET tier = 'gold'")
+    version, _ = await start_version(conn, "measures")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await conn.execute("UPDATE dataset_versions SET state = 'published'")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await conn.execute("UPDATE dataset_versions SET state = 'failed'")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await conn.execute(
+            "INSERT INTO dataset_versions (dataset_id, version) VALUES ('measures', 99)"
+        )
+    assert version.version == 1
+
+
+async def test_versions_move_through_their_states(conn: AsyncConn) -> None:
+    await register_dataset(conn, SAMPLE)
+    first, started = await start_version(conn, "measures")
+    assert started and first.version == 1 and first.state == "requested"
+    again, started = await start_version(conn, "measures", job_id=7)
+    assert not started and again.version == 1  # already in progress
+    await set_version_job(conn, "measures", 1, 42)
+    await transition(conn, "measures", 1, "exporting")
+    await record_files(conn, "measures", 1, files(1))
+    await record_files(conn, "measures", 1, files(1))  # a retried export records again
+    await transition(conn, "measures", 1, "exported", record_count=1000)
+    with pytest.raises(InvalidTransition, match="is exported; it cannot become deleted"):
+        await transition(conn, "measures", 1, "deleted")
+    report = {"tier": "high", "conforms": True, "findings": []}
+    published = await transition(
+        conn, "measures", 1, "published", validation=report, metadata="<a> <b> <c> ."
+    )
+    assert published.published_at is not None and published.record_count == 1000
+
+    second, started = await start_version(conn, "measures")
+    assert started and second.version == 2
+    failed = await transition(conn, "measures", 2, "failed", error="persist_data: invalid")
+    assert failed.error == "persist_data: invalid"
+    third, _ = await start_version(conn, "measures")
+    assert third.version == 3  # numbers are never reused
+
+    stored = await get_version(conn, "measures", 1)
+    assert stored is not None and stored.job_id == 42 and stored.validation == report
+    assert [(f.format, f.byte_size, f.sha256) for f in stored.files] == sorted(
+        (f.format.name, f.byte_size, f.sha256) for f in files(1)
+    )
+    assert [(v.version, v.state) for v in await list_versions(conn, "measures")] == [
+        (3, "requested"),
+        (2, "failed"),
+        (1, "published"),
+    ]
+    await transition(conn, "measures", 1, "deleting")
+    assert await forget_files(conn, "measures", 1) == sorted(f.key for f in files(1))
+    deleted = await transition(conn, "measures", 1, "deleted")
+    assert deleted.deleted_at is not None
+    with pytest.raises(UnknownDataset):
+        await start_version(conn, "missing")
+
+
+async def test_concurrent_triggers_start_one_publication(settings: Settings) -> None:
+    assert settings.database_url is not None
+    info = conninfo(settings.database_url, settings.schema)
+    conns = [await connect(info) for _ in range(4)]
+    try:
+        await register_dataset(conns[0], SAMPLE)
+        results = await asyncio.gather(*(start_version(c, "measures") for c in conns))
+    finally:
+        for c in conns:
+            await c.close()
+    assert sorted(started for _, started in results) == [False, False, False, True]
+    assert {version.version for version, _ in results} == {1}
+
+
+async def test_a_refused_start_keeps_the_callers_transaction(conn: AsyncConn) -> None:
+    await register_dataset(conn, SAMPLE)
+    await start_version(conn, "measures")
+    async with conn.transaction():
+        active, started = await start_version(conn, "measures")
+        cursor = await conn.execute("SELECT count(*) AS n FROM dataset_versions")
+        row = await cursor.fetchone()
+    assert not started and active.version == 1 and row == {"n": 1}
+
+
+async def test_sources_from_specs(settings: Settings, tmp_path: Path) -> None:
+    assert settings.database_url is not None
+    info = conninfo(settings.database_url, settings.schema)
+    (tmp_path / "rows.csv").write_text("a;b\n1;2\n", encoding="utf-8")
+    store = LocalExportStore(tmp_path / "exports")
+    specs: list[dict[str, object]] = [
+        {"type": "generated", "count": 5},
+        {"type": "csv", "path": "rows.csv", "delimiter": ";"},
+        {
+            "type": "postgres_query",
+            "query": "SELECT g FROM generate_series(1, %(n)s) g",
+            "params": {"n": 4},
+        },
+        {"type": "postgres_table", "table": "datasets"},
+    ]
+    counts = []
+    for i, spec in enumerate(specs):
+        source = source_from_spec(spec, info, tmp_path)
+        counts.append(export_records(source, store, f"s{i}/v1", "s", ["csv"]).record_count)
+    assert counts == [5, 1, 4, 0]
+    assert isinstance(source_from_spec(specs[0], info, tmp_path), GeneratedSource)
+    with pytest.raises(SourceError, match="unknown source field"):
+        source_from_spec({"type": "generated", "count": 1, "rows": 2}, info, tmp_path)
