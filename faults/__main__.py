@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -48,6 +49,8 @@ async def _run_all(names: list[str], short: bool, seed: int | None, out: Path) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # The faults cut connections on purpose; the pools' reconnect warnings are expected.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     if args.command == "list":
         for s in sorted(SCENARIOS.values(), key=lambda s: s.number):
             print(f"{s.number:2d} {s.name:24s} seed {s.seed:4d}  {s.title}")

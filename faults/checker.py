@@ -49,7 +49,7 @@ class Observations:
 class Findings:
     metrics: dict[str, Any]
     violations: list[str]
-    orphans: list[tuple[float, int, float]]  # (death time, job id, seconds orphaned)
+    orphans: list[tuple[float, int, float]]  # (death at s since origin, job, s orphaned)
     throughput: list[tuple[float, int]]  # (second, jobs finished in it)
 
     @property
@@ -67,13 +67,13 @@ def _pid_of(owner: str) -> int | None:
 
 def _orphans(
     obs: Observations, claims: dict[int, list[tuple[int, float]]]
-) -> tuple[list[tuple[float, int, float]], int]:
+) -> tuple[list[tuple[float, int, float, float]], int]:
     """Orphan time of each rescued job whose owner died: death -> next claim (or dead)."""
     deaths: dict[int, float] = {}
     for event in obs.events:
         if event.action in DEATHS and event.pid is not None:
             deaths.setdefault(event.pid, event.at)
-    found: list[tuple[float, int, float]] = []
+    found: list[tuple[float, int, float, float]] = []  # death, job, orphaned, rescue lag
     without_death = 0
     for rescue in obs.rescues:
         pid = _pid_of(rescue["owner"])
@@ -90,11 +90,13 @@ def _orphans(
             recovered = min(later) if later else None
         if recovered is None:
             continue  # never claimed again: reported as lost if it is not terminal
-        found.append((died, rescue["job_id"], max(0.0, recovered - died)))
+        lag = max(0.0, rescue["at"] - died)
+        found.append((died, rescue["job_id"], max(0.0, recovered - died), lag))
     return found, without_death
 
 
-def check(obs: Observations, recovery_bound: float) -> Findings:
+def check(obs: Observations, recovery_bound: float, origin: float | None = None) -> Findings:
+    """Judge a run; ``origin`` (default: the first job's admission) is time zero of the series."""
     violations: list[str] = []
     jobs = {j["id"]: j for j in obs.jobs}
     states = Counter(j["state"] for j in obs.jobs)
@@ -181,17 +183,17 @@ def check(obs: Observations, recovery_bound: float) -> Findings:
         violations.append(f"{len(overlaps)} lease overlap(s), jobs {sorted(overlaps)[:10]}")
 
     orphans, without_death = _orphans(obs, claims)
-    late = [(job, round(s, 2)) for _, job, s in orphans if s > recovery_bound]
+    late = [(job, round(s, 1), round(lag, 1)) for _, job, s, lag in orphans if s > recovery_bound]
     if late:
         violations.append(
-            f"{len(late)} orphaned job(s) not claimed again within R={recovery_bound:g}s: "
-            f"{late[:10]}"
+            f"{len(late)} orphaned job(s) not claimed again within R={recovery_bound:g}s "
+            f"(job, seconds orphaned, of which until its rescue): {late[:10]}"
         )
 
     runs_per_job = Counter(len(claims.get(i, [])) for i in jobs)
     deliveries = sum(obs.deliveries.values())
     finished = [j["finished"] for j in obs.jobs if j["finished"] is not None]
-    start = min((j["created"] for j in obs.jobs), default=0.0)
+    start = min((j["created"] for j in obs.jobs), default=0.0) if origin is None else origin
     per_second = Counter(int(t - start) for t in finished)
     throughput = [(float(s), per_second.get(s, 0)) for s in range(max(per_second, default=-1) + 1)]
     metrics: dict[str, Any] = {
@@ -212,7 +214,8 @@ def check(obs: Observations, recovery_bound: float) -> Findings:
         "rescues": len(obs.rescues),
         "rescues_without_death": without_death,
         "orphaned_jobs": len(orphans),
-        "longest_orphan_s": round(max((s for _, _, s in orphans), default=0.0), 3),
+        "longest_orphan_s": round(max((o[2] for o in orphans), default=0.0), 3),
+        "longest_rescue_lag_s": round(max((o[3] for o in orphans), default=0.0), 3),
         "recovery_bound_s": recovery_bound,
         "deaths": sum(1 for e in obs.events if e.action in DEATHS),
         "dead_letters": dict(Counter(d["reason"] for d in obs.dead_letters)),
@@ -221,4 +224,5 @@ def check(obs: Observations, recovery_bound: float) -> Findings:
         "sink_redeliveries": deliveries - len(obs.deliveries),
         "effects_missing": len(missing),
     }
-    return Findings(metrics, violations, orphans, throughput)
+    series = [(d - start, j, o) for d, j, o, _ in orphans]
+    return Findings(metrics, violations, series, throughput)

@@ -86,6 +86,8 @@ class Harness:
         self._client: Client | None = None
         self._supervisor: Supervisor | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._others: list[Supervisor] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     # --- set-up and tear-down ----------------------------------------------------------
 
@@ -109,6 +111,10 @@ class Harness:
     async def close(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for other in self._others:
+            await asyncio.to_thread(other.stop)
         if self._supervisor is not None:
             await asyncio.to_thread(self._supervisor.stop)
         if self._client is not None:
@@ -164,6 +170,16 @@ class Harness:
     def start_workers(self) -> None:
         self.supervisor.start()
         self._watch = asyncio.create_task(self.supervisor.watch())
+
+    def start_schedulers(self, count: int) -> Supervisor:
+        """Scheduler processes under their own supervisor (restarted when killed)."""
+        schedulers = Supervisor(
+            self.worker_env(), count, 1, self.workdir / "logs", self.events, role="scheduler"
+        )
+        schedulers.start()
+        self._others.append(schedulers)
+        self._tasks.append(asyncio.create_task(schedulers.watch()))
+        return schedulers
 
     def event(self, action: str, pid: int | None = None, detail: str = "") -> None:
         self.events.append(Event(time.time(), action, pid, detail))
@@ -253,12 +269,17 @@ class Harness:
         chosen = [s.index for s in slots if s.pid in candidates] or [s.index for s in slots]
         return self.rng.choice(sorted(chosen))
 
-    async def kill_storm(self, duration: float, every: float) -> None:
-        """SIGKILL one working worker picked at random every ``every`` seconds."""
+    async def kill_storm(
+        self, duration: float, every: float, victims: Supervisor | None = None
+    ) -> None:
+        """SIGKILL one working worker (or one of ``victims``) at random every ``every`` s."""
         end = time.monotonic() + duration
         while time.monotonic() + every <= end:
             await asyncio.sleep(every)
-            self.supervisor.kill(await self.pick_worker())
+            if victims is None:
+                self.supervisor.kill(await self.pick_worker())
+            else:
+                victims.kill(self.rng.randrange(len(victims.slots)))
 
     async def crash_postgres(self, down: float) -> None:
         """Immediate stop (a crash), ``down`` seconds of outage, then a restart."""

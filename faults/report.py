@@ -69,13 +69,18 @@ def plot(results: list[Result], path: Path) -> bool:
     except ImportError:
         return False
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 8), sharex=True)
-    for r in results:
+    for i, r in enumerate(results):
+        colour = f"C{i % 10}"
         if r.throughput:
             xs, ys = zip(*r.throughput, strict=True)
-            top.plot(xs, ys, label=f"{r.number} {r.name}", linewidth=1)
+            top.plot(xs, ys, label=f"{r.number} {r.name}", linewidth=1, color=colour)
         if r.orphans:
             bottom.scatter(
-                [t for t, _, _ in r.orphans], [s for _, _, s in r.orphans], s=8, label=r.name
+                [t for t, _, _ in r.orphans],
+                [s for _, _, s in r.orphans],
+                s=8,
+                label=r.name,
+                color=colour,
             )
     bounds = sorted({r.metrics["recovery_bound_s"] for r in results})
     for bound in bounds:
@@ -85,7 +90,7 @@ def plot(results: list[Result], path: Path) -> bool:
     top.set_title("Throughput over the run")
     top.legend(fontsize=7, ncol=2)
     bottom.set_ylabel("seconds orphaned")
-    bottom.set_xlabel("seconds since the run started (x: time of the worker's death)")
+    bottom.set_xlabel("seconds since the scenario started (orphans: at their worker's death)")
     bottom.set_title("Orphan time: worker death to the job's next claim")
     if any(r.orphans for r in results):
         bottom.legend(fontsize=7, ncol=2)

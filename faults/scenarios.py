@@ -12,13 +12,17 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from faults.app import APP
 from faults.checker import Findings, Observations, check
 from faults.harness import FULL_TIMING, SHORT_TIMING, Durations, Harness, Timing
 from faults.queries import query
+from herald.ops.errors import Conflict
+from herald.ops.jobs import cancel
+from herald.schedules import ScheduleSpec, create_schedule
 
 BASE = Durations(median=0.2, p99=3.0, cap=8.0)
 
@@ -77,13 +81,21 @@ class Result:
 # --- bodies ------------------------------------------------------------------------------
 
 
+async def _warm(h: Harness, p: Plan, kind: str = "publish") -> None:
+    """Start the workers and feed a trickle of short jobs until every worker works."""
+    warmup = h.jobs(240, p.durations.scaled(0.2), kind=kind)  # 4 a second, at most 60 s
+    h.start_workers()
+    trickle = asyncio.create_task(h.feed(warmup, over=60.0))
+    await h.warm()
+    trickle.cancel()
+    await asyncio.gather(trickle, return_exceptions=True)
+
+
 async def _with_load(h: Harness, p: Plan, faults: Awaitable[None], kind: str = "publish") -> None:
     """Warm the workers up, then run the paced load and the faults together."""
     specs = h.jobs(p.jobs, p.durations, kind=kind)
-    h.start_workers()
-    await h.enqueue(specs[: 2 * p.workers])
-    await h.warm()
-    await asyncio.gather(h.feed(specs[2 * p.workers :], p.window), faults)
+    await _warm(h, p, kind)
+    await asyncio.gather(h.feed(specs, p.window), faults)
 
 
 async def _kill_storm(h: Harness, p: Plan) -> None:
@@ -96,7 +108,10 @@ async def _kill_storm_and_crashes(h: Harness, p: Plan) -> None:
             await asyncio.sleep(p.window / 3)
             await h.crash_postgres(down=p.hold)
 
-    await _with_load(h, p, asyncio.gather(h.kill_storm(p.window, p.kill_every), crashes()))
+    async def both() -> None:
+        await asyncio.gather(h.kill_storm(p.window, p.kill_every), crashes())
+
+    await _with_load(h, p, both())
 
 
 async def _zombie(h: Harness, p: Plan) -> None:
@@ -134,27 +149,34 @@ async def _cancel_during_rescue(h: Harness, p: Plan) -> None:
             async with await h.connect() as conn:
                 cur = await conn.execute(query("held_by_pid"), {"pid": pid})
                 held = [r["id"] for r in await cur.fetchall()]
-                if not held:
-                    continue
-                cur = await conn.execute(query("cancel_running"), {"ids": held})
-                for row in await cur.fetchall():
-                    h.cancelled[row["id"]] = row["at"]
+                for job_id in held:  # the operator's cancel, as an operator would call it
+                    try:
+                        await cancel(conn, job_id, actor="faults", reason="worker died")
+                    except Conflict:
+                        continue  # it finished just before its worker died
+                    h.cancelled[job_id] = time.time()
             h.event("cancel", pid, f"{len(held)} held jobs")
 
     await _with_load(h, p, kill_and_cancel())
 
 
 async def _rogue_lock(h: Harness, p: Plan) -> None:
-    await h.enqueue(h.jobs(p.jobs, p.durations))
-    async with await h.connect() as rogue:
-        async with rogue.transaction():
-            cur = await rogue.execute(query("rogue_lock"), {"n": max(1, p.jobs // 30)})
-            h.notes["locked"] = [r["id"] for r in await cur.fetchall()]
-            h.event("lock", None, f"{len(h.notes['locked'])} waiting rows")
-            h.start_workers()
-            await asyncio.sleep(p.hold)
-        h.notes["released"] = time.time()
-        h.event("unlock")
+    """Lock some waiting rows (due in a moment), then run the load beside them."""
+    await _warm(h, p)
+    due = datetime.now(UTC) + timedelta(seconds=1)
+    targets = h.jobs(max(1, p.jobs // 30), p.durations)
+    for spec in targets:
+        spec.run_at = due
+    ids = await h.enqueue(targets)
+    async with await h.connect() as rogue, rogue.transaction():
+        cur = await rogue.execute(query("rogue_lock"), {"ids": ids})
+        h.notes["locked"] = [r["id"] for r in await cur.fetchall()]
+        h.event("lock", None, f"{len(h.notes['locked'])} waiting rows")
+        locked_at = time.monotonic()
+        await h.feed(h.jobs(p.jobs, p.durations), p.hold / 2)
+        await asyncio.sleep(max(0.0, p.hold - (time.monotonic() - locked_at)))
+        h.notes["released"] = time.time()  # the commit below releases the rows
+    h.event("unlock")
 
 
 async def _rolling_restart(h: Harness, p: Plan) -> None:
@@ -164,6 +186,46 @@ async def _rolling_restart(h: Harness, p: Plan) -> None:
             await h.supervisor.replace(index, settle=1.5, grace=h.shutdown_grace)
 
     await _with_load(h, p, replace_all())
+
+
+async def _schedules(h: Harness, p: Plan) -> None:
+    """Schedules with slots due, fired by schedulers that keep being killed."""
+    minutes = 6 if p.jobs < 1000 else 30
+    count = max(1, p.jobs // minutes)
+    async with await h.connect() as conn:
+        for i in range(count):
+            spec = h.jobs(1, p.durations, pipeline_share=0.0)[0]
+            await create_schedule(
+                conn,
+                ScheduleSpec(
+                    kind="publish",
+                    key=f"schedule-{i}",
+                    frequency="cron",
+                    cron="* * * * *",
+                    timezone="UTC",
+                    payload=spec.payload,
+                    misfire="all",
+                    max_catchup=2,  # a few slots per pass: many passes, many interrupted
+                ),
+                app=APP,
+            )
+        cur = await conn.execute(query("backdate_schedules"), {"minutes": minutes})
+        h.notes["first_slots"] = {r["id"]: r["first_slot"] for r in await cur.fetchall()}
+    h.start_workers()
+    schedulers = h.start_schedulers(p.workers)
+    await h.kill_storm(p.window, p.kill_every, victims=schedulers)
+    deadline = time.monotonic() + p.drain
+    while time.monotonic() < deadline:  # faults over: let the schedulers catch up
+        async with await h.connect() as conn:
+            cur = await conn.execute(query("schedules_behind"))
+            row = await cur.fetchone()
+        if row is not None and row["n"] == 0:
+            break
+        await asyncio.sleep(0.5)
+    async with await h.connect() as conn:
+        for name in ("final_schedules", "final_schedule_fires"):
+            cur = await conn.execute(query(name))
+            h.notes[name] = await cur.fetchall()
 
 
 # --- verifications -----------------------------------------------------------------------
@@ -288,11 +350,48 @@ def _verify_rolling(h: Harness, o: Observations, f: Findings, p: Plan) -> list[s
     return problems
 
 
+def _verify_schedules(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    schedules = h.notes.get("final_schedules", [])
+    fires = h.notes.get("final_schedule_fires", [])
+    by_schedule: dict[int, list[float]] = {}
+    for fire in fires:
+        by_schedule.setdefault(fire["schedule_id"], []).append(fire["slot"])
+    problems = []
+    now = time.time()
+    for row in schedules:
+        slots = by_schedule.get(row["id"], [])
+        if len(slots) != len(set(slots)):
+            problems.append(f"schedule {row['id']}: a slot fired twice")
+        first = h.notes["first_slots"][row["id"]]
+        expected = {first + 60 * k for k in range(round((row["next_due"] - first) / 60))}
+        if set(slots) != expected:
+            problems.append(
+                f"schedule {row['id']}: fired {len(slots)} slots, expected {len(expected)}"
+            )
+        if row["next_due"] <= now - 60:
+            problems.append(f"schedule {row['id']} did not catch up")
+    created = [x for x in fires if x["outcome"] == "created"]
+    if len({x["job_id"] for x in created}) != len(created):
+        problems.append("two fires created the same job")
+    keyed = sum(1 for j in o.jobs if j["kind"] == "publish")
+    if keyed != len(created):
+        problems.append(f"{len(created)} fires created jobs, but {keyed} jobs exist")
+    f.metrics["schedules"] = len(schedules)
+    f.metrics["slots_fired"] = len(fires)
+    f.metrics["scheduler_kills"] = sum(
+        1 for e in o.events if e.action == "kill" and e.detail.startswith("scheduler")
+    )
+    minutes = 6 if p.jobs < 1000 else 30
+    if len(fires) < len(schedules) * minutes:
+        problems.append(f"only {len(fires)} slots fired for {len(schedules)} x {minutes} due")
+    return problems + _bit(f, "scheduler_kills", "scheduler was killed")
+
+
 # --- the catalogue -----------------------------------------------------------------------
 
 SHORT = BASE.scaled(0.5)
 _S = Plan(
-    jobs=120, workers=3, concurrency=8, window=12.0, durations=SHORT, kill_every=3.0, drain=40.0
+    jobs=120, workers=3, concurrency=16, window=12.0, durations=SHORT, kill_every=3.0, drain=40.0
 )
 _F = Plan(jobs=10_000, workers=4, concurrency=25, window=120.0, durations=BASE, drain=120.0)
 LONG = Durations(median=1.0, p99=3.0, cap=4.0)
@@ -321,7 +420,7 @@ SCENARIOS: dict[str, Scenario] = {
             "zombie",
             "Zombie: a worker paused longer than its lease",
             303,
-            _with(_S, jobs=150, durations=LONG, hold=SHORT_TIMING.lease + 3),
+            _with(_S, jobs=80, durations=LONG, hold=SHORT_TIMING.lease + 3),
             _with(_F, jobs=2000, durations=LONG.scaled(2), hold=FULL_TIMING.lease + 5),
             _zombie,
             _verify_zombie,
@@ -362,7 +461,7 @@ SCENARIOS: dict[str, Scenario] = {
             "cancel_during_rescue",
             "Cancel during rescue",
             707,
-            _with(_S, jobs=150, durations=LONG, kill_every=3.0),
+            _with(_S, jobs=60, durations=LONG, kill_every=3.0),
             _with(_F, jobs=2000, durations=LONG.scaled(2), kill_every=5.0),
             _cancel_during_rescue,
             _verify_cancel,
@@ -372,7 +471,7 @@ SCENARIOS: dict[str, Scenario] = {
             "rogue_lock",
             "Rogue client holds FOR UPDATE on waiting rows",
             808,
-            _with(_S, jobs=300, hold=10.0),
+            _with(_S, jobs=100, hold=10.0),
             _with(_F, jobs=3000, hold=60.0),
             _rogue_lock,
             _verify_rogue,
@@ -386,6 +485,16 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_F, jobs=5000, window=90.0),
             _rolling_restart,
             _verify_rolling,
+        ),
+        Scenario(
+            10,
+            "schedules_under_kills",
+            "Schedules under scheduler kills: each due slot enqueued once",
+            1010,
+            _with(_S, jobs=120, workers=2, window=12.0, kill_every=2.0, drain=30.0),
+            _with(_F, jobs=3000, workers=3, window=120.0, drain=120.0),
+            _schedules,
+            _verify_schedules,
         ),
     ]
 }
@@ -415,7 +524,7 @@ async def run(scenario: Scenario, *, short: bool, workdir: Path, seed: int | Non
         observations = await harness.observe()
     finally:
         await harness.close()
-    findings = check(observations, timing.recovery_bound)
+    findings = check(observations, timing.recovery_bound, origin=harness.started)
     findings.metrics["drain_s"] = round(drained, 2)
     extra = scenario.verify(harness, observations, findings, plan) if scenario.verify else []
     violations = findings.violations + extra
@@ -437,7 +546,7 @@ async def run(scenario: Scenario, *, short: bool, workdir: Path, seed: int | Non
         plan=plan_dict,
         metrics=findings.metrics,
         violations=violations,
-        orphans=[(t - harness.started, j, s) for t, j, s in findings.orphans],
+        orphans=findings.orphans,
         throughput=findings.throughput,
     )
 

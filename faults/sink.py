@@ -8,6 +8,7 @@ redeliveries (expected: execution is at-least-once) from duplicated effects (nev
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -36,11 +37,13 @@ class Sink:
 
             def _answer(self, status: int, body: dict[str, object]) -> None:
                 data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                # The caller may be a worker killed mid-request: nobody left to answer.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
 
             def log_message(self, format: str, *args: object) -> None:
                 return  # one line per delivery would drown the run's output

@@ -56,8 +56,10 @@ class Supervisor:
         concurrency: int,
         log_dir: Path,
         events: list[Event],
+        role: str = "worker",
     ) -> None:
         self.env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        self.role = role
         self.count = count
         self.concurrency = concurrency
         self.log_dir = log_dir
@@ -69,7 +71,11 @@ class Supervisor:
 
     def _spawn(self, index: int) -> Slot:
         self.spawned += 1
-        log = (self.log_dir / f"worker-{self.spawned}.log").open("wb")
+        log = (self.log_dir / f"{self.role}-{self.spawned}.log").open("wb")
+        if self.role == "scheduler":  # short ticks, small batches: kills land mid-work
+            role_args = ["scheduler", "--interval", "0.5", "--batch", "10"]
+        else:
+            role_args = ["worker", "--concurrency", str(self.concurrency)]
         cmd = [
             sys.executable,
             "-m",
@@ -78,12 +84,10 @@ class Supervisor:
             "faults.app:APP",
             "--log-level",
             "WARNING",
-            "worker",
-            "--concurrency",
-            str(self.concurrency),
+            *role_args,
         ]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        self.events.append(Event(time.time(), "start", proc.pid, f"slot {index}"))
+        self.events.append(Event(time.time(), "start", proc.pid, f"{self.role} {index}"))
         return Slot(index, proc, log)
 
     def start(self) -> None:
@@ -108,7 +112,7 @@ class Supervisor:
         slot = self.slots[index]
         with contextlib.suppress(ProcessLookupError):
             os.kill(slot.pid, sig)
-        self.events.append(Event(time.time(), action, slot.pid, f"slot {index}"))
+        self.events.append(Event(time.time(), action, slot.pid, f"{self.role} {index}"))
         return slot.pid
 
     def kill(self, index: int) -> int:

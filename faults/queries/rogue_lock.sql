@@ -1,2 +1,2 @@
--- A rogue client: lock some waiting rows and sit on them.
-SELECT id FROM jobs WHERE state = 'waiting' ORDER BY id LIMIT %(n)s FOR UPDATE
+-- A rogue client: lock these waiting rows and sit on them (no SKIP LOCKED, no timeout).
+SELECT id FROM jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'waiting' FOR UPDATE
