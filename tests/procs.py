@@ -104,7 +104,10 @@ class Workers:
 
     def start(self, *args: str, concurrency: int = 4) -> WorkerProcess:
         """Start one more worker; ``args`` are extra ``herald worker`` options."""
-        name = f"worker-{len(self.started) + 1}"
+        number = len(self.started) + 1
+        while (self.log_dir / f"worker-{number}.log").exists():  # another group's
+            number += 1
+        name = f"worker-{number}"
         log_path = self.log_dir / f"{name}.log"
         log = log_path.open("wb")
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
@@ -125,6 +128,9 @@ class Workers:
         return worker
 
     def stop_all(self) -> None:
+        for worker in self.started:  # all at once: they drain in parallel
+            worker.signal(signal.SIGCONT)
+            worker.signal(signal.SIGTERM)
         for worker in self.started:
             worker.stop()
 
