@@ -19,9 +19,33 @@ from herald.config import Settings
 from herald.metrics import HeraldMetrics
 from herald.ops.errors import AuditInfoMissing, Conflict, NotFound
 from herald.registry import Herald
-from herald.schedules import ScheduleError
+from herald.schedules import RecurrenceError, ScheduleError
 
 log = logging.getLogger(__name__)
+
+DESCRIPTION = """
+**Authentication.** Every `/v1` route needs `Authorization: Bearer <token>`. Tokens are
+issued by `herald apikey create NAME --scopes submit,read` (printed once; only their
+SHA-256 is stored) and revoked by `herald apikey revoke NAME`. Scopes: `submit` (admit
+jobs), `read` (inspect), `operate` (cancel, retry-now, dead-letter replay and discard,
+schedule changes), `admin` (all of them). Authentication is on by default, whether or
+not a key exists yet; only an explicit `HERALD_API_AUTH=off` (or `--insecure-no-auth`)
+turns it off, for a local demo. `/healthz`, `/readyz`, `/metrics` and this document
+need no key.
+
+**Manual actions** take a `reason` in the body; the key's name is recorded as the actor
+in the audit log (`GET /v1/audit`).
+
+**Admission.** `POST /v1/jobs` answers 202 with the job's id, version and status URL
+(also in `Location`). A trigger for an object (kind + key) that already has an active
+job answers 202 with that job (`outcome: in_progress`). An `Idempotency-Key` header
+replays the original answer; the same key with another request is a 409. A key created
+with `--max-active-jobs N` gets a 429 with `Retry-After` while N of its jobs are
+waiting or running.
+
+**Errors** are `application/problem+json` (RFC 9457): 401/403 for keys and scopes, 404
+for unknown ids, 409 for conflicts, 413 for oversized payloads, 422 for invalid input.
+"""
 
 
 def create_app(
@@ -50,11 +74,15 @@ def create_app(
     app = FastAPI(
         title="Herald",
         summary="Reliable asynchronous publishing on PostgreSQL",
+        description=DESCRIPTION,
         version="0.1.0",
         lifespan=lifespan,
     )
     problems.install(app)
     problems.map_error(app, ScheduleError, 422, "invalid-schedule")
+    problems.map_error(app, RecurrenceError, 422, "invalid-schedule")
+    # JSON may carry lone UTF-16 surrogates ("\ud800"), which no UTF-8 text can hold.
+    problems.map_error(app, UnicodeEncodeError, 422, "invalid-text")
     problems.map_error(app, AuditInfoMissing, 422, "reason-required")
     problems.map_error(app, NotFound, 404, "not-found")
     problems.map_error(app, Conflict, 409, "conflict")

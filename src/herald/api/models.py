@@ -3,11 +3,11 @@ PostgreSQL cannot hold (NUL characters, out-of-range integers)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Path, Query
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 NAME = r"^[A-Za-z0-9_.:-]{1,200}$"  # kinds and queues, as the registry accepts them
 TEXT = r"^[^\x00]+$"  # PostgreSQL text cannot hold NUL
@@ -16,6 +16,19 @@ MAX_ID = 2**63 - 1
 Name = Annotated[str, Field(pattern=NAME)]
 ObjectKey = Annotated[str, Field(min_length=1, max_length=1000, pattern=TEXT)]
 Reason = Annotated[str, Field(min_length=1, max_length=2000, pattern=r"^[^\x00]*\S[^\x00]*$")]
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def _storable(value: datetime) -> datetime:
+    # Outside these bounds a time shifted to UTC may leave the range PostgreSQL and
+    # Python share (year 1 to 9999), and the job could not be read back.
+    if not _EARLIEST <= value <= _LATEST:
+        raise ValueError("must lie between 1970-01-01 and 9999-01-01 (UTC)")
+    return value
+
+
+RunAt = Annotated[AwareDatetime, AfterValidator(_storable)]
 State = Literal["waiting", "running", "succeeded", "dead", "cancelled"]
 
 # Parameters of paths and query strings.
@@ -33,7 +46,7 @@ class JobIn(Strict):
     kind: Name
     payload: dict[str, Any] = Field(default_factory=dict)
     key: ObjectKey | None = None
-    run_at: AwareDatetime | None = None
+    run_at: RunAt | None = None
     priority: Annotated[int, Field(ge=-32768, le=32767)] | None = None
 
 

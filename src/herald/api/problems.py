@@ -143,7 +143,9 @@ def install(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http")
+        slug = {400: "bad-request", 404: "not-found", 405: "method-not-allowed"}.get(
+            exc.status_code, "http"
+        )
         return problem_response(
             request, exc.status_code, slug, str(exc.detail), headers=exc.headers
         )

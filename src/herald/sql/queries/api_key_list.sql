@@ -1,0 +1,1 @@
+SELECT id, name, scopes, max_active_jobs, created_at, revoked_at FROM api_keys ORDER BY id

@@ -1,0 +1,152 @@
+"""``herald apikey`` and ``herald up`` (API, worker, scheduler, maintenance in one process)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from herald.api import create_key
+from herald.api.auth import hash_token
+from herald.cli import main
+from herald.client import open_connection
+from herald.config import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    assert settings.database_url is not None
+    return {"HERALD_DATABASE_URL": settings.database_url, "HERALD_SCHEMA": settings.schema}
+
+
+async def test_apikey_create_prints_the_token_once_and_stores_its_hash(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in _env(settings).items():
+        monkeypatch.setenv(name, value)
+    argv = ["apikey", "create", "ci", "--scopes", "submit,read", "--max-active-jobs", "5"]
+    assert await asyncio.to_thread(main, argv) == 0
+    out = capsys.readouterr()
+    token = out.out.strip()
+    assert token.startswith("hrld_") and "shown once" in out.err
+    async with await open_connection(settings) as conn:
+        cur = await conn.execute("SELECT name, hash, scopes, max_active_jobs FROM api_keys")
+        rows = await cur.fetchall()
+    assert rows == [
+        {
+            "name": "ci",
+            "hash": hash_token(token),
+            "scopes": ["read", "submit"],
+            "max_active_jobs": 5,
+        }
+    ]
+    assert token not in json.dumps(rows)
+
+    # Bad input is refused and writes nothing; a live name cannot be taken twice.
+    assert await asyncio.to_thread(main, ["apikey", "create", "x", "--scopes", "root"]) == 2
+    assert await asyncio.to_thread(main, ["apikey", "create", "ci", "--scopes", "read"]) == 1
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["apikey", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "ci\tread,submit\tquota=5\tlive" in listing and token not in listing
+    assert await asyncio.to_thread(main, ["apikey", "revoke", "ci"]) == 0
+    assert await asyncio.to_thread(main, ["apikey", "revoke", "ci"]) == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _start_up(settings: Settings, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    argv = ["--app", "tests.support:APP", "--json-logs", "up", "--port", str(port)]
+    argv += ["--concurrency", "2", "--scheduler-interval", "0.2"]
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "herald", *argv],
+            cwd=ROOT,
+            env={**os.environ, **_env(settings)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def _until(check: Callable[[], Awaitable[bool]], what: str, within: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while loop.time() < end:
+        if await check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_up_runs_api_worker_and_scheduler_in_one_process(
+    settings: Settings, tmp_path: Path
+) -> None:
+    async with await open_connection(settings) as conn:
+        token = (await create_key(conn, "demo", ["admin"])).token
+        await conn.execute(
+            "INSERT INTO schedules (kind, key, frequency, timezone, at_time, next_due_at)"
+            " VALUES ('noop', 'nightly', 'daily', 'UTC', '03:00', herald_now() - interval '1 day')"
+        )
+    port = _free_port()
+    log_path = tmp_path / "up.log"
+    proc = _start_up(settings, port, log_path)
+    try:
+        auth = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=auth) as http:
+
+            async def ready() -> bool:
+                assert proc.poll() is None, log_path.read_text()
+                try:
+                    return (await http.get("/readyz")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await _until(ready, "the API to be ready")
+            submitted = await http.post("/v1/jobs", json={"kind": "echo", "payload": {"a": 1}})
+            assert submitted.status_code == 202
+            job_url = submitted.headers["location"]
+
+            async def finished() -> bool:
+                return bool((await http.get(job_url)).json()["state"] == "succeeded")
+
+            await _until(finished, "the job to succeed")
+            job = (await http.get(job_url)).json()
+            assert job["result"] == {"echo": {"a": 1}, "attempt": 1}
+
+            async def fired() -> bool:
+                jobs = (await http.get("/v1/jobs", params={"kind": "noop"})).json()
+                return len(jobs) == 1 and jobs[0]["key"] == "nightly"
+
+            await _until(fired, "the overdue schedule to fire")
+            metrics = (await http.get("/metrics")).text
+            assert (
+                'herald_handler_duration_seconds_count{kind="echo",outcome="succeeded"} 1.0'
+                in metrics
+            )
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.wait, 60)
+        output = log_path.read_text()
+        assert code == 0, output
+        lines = [json.loads(line) for line in output.splitlines() if line.strip()]
+        messages = [entry["message"] for entry in lines]
+        assert any(m.startswith("herald up: API on http://127.0.0.1") for m in messages)
+        assert any("stopped" in m for m in messages)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
