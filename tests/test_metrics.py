@@ -90,6 +90,10 @@ async def test_metrics_report_database_and_worker_figures(
             " VALUES ('noop', 'daily-report', 'daily', 'UTC', '06:00',"
             "         herald_now() - interval '1 hour')"
         )
+        await conn.execute(
+            "INSERT INTO rate_limits (key, rate, burst, tokens, granted, denied)"
+            " VALUES ('partner-api', 5, 5, 0, 12, 4)"
+        )
     r = await http.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     samples = parse(r.text)
@@ -108,6 +112,11 @@ async def test_metrics_report_database_and_worker_figures(
     assert value(samples, "herald_schedule_lag_seconds", kind="noop") >= 3600
     assert value(samples, "herald_schedules", kind="noop", paused="false") == 1
     assert value(samples, "herald_api_enqueued_total", kind="echo", outcome="created") == 3
+    # The dead letter's compensation is owed until a cleanup runner settles it.
+    assert value(samples, "herald_cleanup_backlog", kind="permanent") == 1
+    assert value(samples, "herald_cleanup_oldest_pending_seconds") >= 0
+    assert value(samples, "herald_rate_limit_waits", key="partner-api") == 4
+    assert value(samples, "herald_rate_limit_grants", key="partner-api") == 12
 
     owner = worker.owner
     assert value(samples, "herald_worker_claimed_total", worker=owner) == 6  # snoozer twice
