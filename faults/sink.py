@@ -62,7 +62,8 @@ class Sink:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def deliver(self, key: str) -> bool:

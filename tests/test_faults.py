@@ -127,3 +127,9 @@ async def test_scenario_short(name: str, tmp_path: Path) -> None:
     result = await run(SCENARIOS[name], short=True, workdir=tmp_path)
     assert result.metrics["jobs"] > 0
     assert result.ok, f"{name} (seed {result.seed}): {result.violations}; evidence in {tmp_path}"
+
+
+def test_orphan_time_leaves_out_postgresql_outages() -> None:
+    outage = [Event(2.0, "pg_crash"), Event(5.0, "pg_start")]
+    findings = check(_observations(events=[Event(1.0, "kill", 4242), *outage]), 14.0)
+    assert findings.metrics["longest_orphan_s"] == 3.0  # 6 s from death to claim, 3 s down
