@@ -55,6 +55,7 @@ FROM jobs
 _STARTED = "SELECT id, (result->>'started')::float8 AS started FROM jobs WHERE state = 'succeeded'"
 _VERSION = "SHOW server_version"
 _SYNC_COMMIT = "SHOW synchronous_commit"
+_FSYNC = "SHOW fsync"
 
 
 # --- plumbing -----------------------------------------------------------------------------
@@ -78,7 +79,7 @@ async def fresh_schema(url: str) -> AsyncIterator[Settings]:
 async def scalar(settings: Settings, query: str) -> Any:
     conn = await connect(conninfo(str(settings.database_url), settings.schema))
     async with conn:
-        cur = await conn.execute(query)  # type: ignore[arg-type]
+        cur = await conn.execute(query)
         row = await cur.fetchone()
     assert row is not None
     return next(iter(row.values()))
@@ -198,7 +199,7 @@ async def bench_drain(
             await wait_drained(settings, within=max(60.0, jobs / 200))
         conn = await connect(conninfo(url, settings.schema))
         async with conn:
-            cur = await conn.execute(_DRAIN_SPAN)  # type: ignore[arg-type]
+            cur = await conn.execute(_DRAIN_SPAN)
             row = await cur.fetchone()
         assert row is not None
         if row["ok"] != jobs:
@@ -225,7 +226,7 @@ async def bench_latency(url: str, samples: int, gap: float) -> tuple[list[float]
             await wait_drained(settings, within=60)
         conn = await connect(conninfo(url, settings.schema))
         async with conn:
-            cur = await conn.execute(_STARTED)  # type: ignore[arg-type]
+            cur = await conn.execute(_STARTED)
             started = {row["id"]: row["started"] for row in await cur.fetchall()}
     if set(started) != set(before):
         raise RuntimeError("some latency jobs did not succeed")
@@ -290,8 +291,9 @@ async def main(argv: list[str] | None = None) -> int:
     async with fresh_schema(url) as probe:
         version = await scalar(probe, _VERSION)
         sync = await scalar(probe, _SYNC_COMMIT)
+        fsync = await scalar(probe, _FSYNC)
     print(f"machine:  {machine()}")
-    print(f"database: PostgreSQL {version} ({where}), synchronous_commit={sync}")
+    print(f"database: PostgreSQL {version} ({where}), synchronous_commit={sync}, fsync={fsync}")
     print(f"runs per figure: {args.repeat}\n", flush=True)
 
     runs = args.repeat

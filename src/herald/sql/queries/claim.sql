@@ -1,7 +1,8 @@
 -- Claim a batch: owner, lease, attempt and fence move in one atomic update.
 -- Each queue is read in claim order from its own slice of the claim index (an ordered
 -- index scan that stops after `limit` rows), then the queues are merged by that order.
-WITH next AS (
+-- The clock is read once (MATERIALIZED), not evaluated again for every row.
+WITH clock AS MATERIALIZED (SELECT herald_now() AS now), next AS (
     SELECT c.id
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
@@ -19,9 +20,9 @@ SET state = 'running',
     attempt = j.attempt + 1,
     fence = j.fence + 1,
     lease_owner = %(owner)s,
-    lease_expires_at = herald_now() + make_interval(secs => %(lease_s)s),
-    attempted_at = herald_now()
-FROM next
+    lease_expires_at = clk.now + make_interval(secs => %(lease_s)s),
+    attempted_at = clk.now
+FROM next, clock clk
 WHERE j.id = next.id
 RETURNING j.id, j.kind, j.queue, j.key, j.version, j.payload, j.priority, j.attempt,
           j.max_attempts, j.fence, j.step, j.checkpoint

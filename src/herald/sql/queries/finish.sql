@@ -5,8 +5,9 @@
 --   snooze                  -> waiting after delay_s; the attempt is given back
 -- Writes whose fence is stale change nothing and are recorded in stale_writes.
 -- One UPDATE decides and writes: its WHERE is re-checked on the row's latest version,
--- so no separate row lock is taken (and logged) before the update.
-WITH input AS (
+-- so no separate row lock is taken (and logged) before the update. The clock is read
+-- once (MATERIALIZED), not evaluated again for every row.
+WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
     SELECT *,
            CASE outcome
                WHEN 'succeeded' THEN 'succeeded'
@@ -26,20 +27,20 @@ WITH input AS (
         snoozes = j.snoozes + CASE WHEN i.outcome = 'snooze' THEN 1 ELSE 0 END,
         run_at = CASE WHEN i.outcome = 'snooze'
                            OR (i.outcome = 'retry' AND j.attempt < j.max_attempts)
-                      THEN herald_now() + make_interval(secs => coalesce(i.delay_s, 0))
+                      THEN clk.now + make_interval(secs => coalesce(i.delay_s, 0))
                       ELSE j.run_at END,
         errors = CASE WHEN i.error IS NULL THEN j.errors
                       ELSE (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 0
                                  ELSE j.errors END)
                            || jsonb_build_array(i.error || jsonb_build_object(
-                                  'at', herald_now(), 'attempt', j.attempt)) END,
+                                  'at', clk.now, 'attempt', j.attempt)) END,
         result = coalesce(i.result, j.result),
         lease_owner = NULL,
         lease_expires_at = NULL,
         finished_at = CASE WHEN i.outcome IN ('succeeded', 'dead', 'cancelled')
                                 OR (i.outcome = 'retry' AND j.attempt >= j.max_attempts)
-                           THEN herald_now() END
-    FROM input i
+                           THEN clk.now END
+    FROM input i, clock clk
     WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
     -- what a dead letter needs is carried along only for jobs that just died.
     RETURNING j.id, j.state, i.outcome, j.kind, j.queue, j.key, j.version, j.attempt, j.step,
