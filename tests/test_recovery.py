@@ -253,7 +253,7 @@ async def test_a_result_finished_after_the_lease_was_taken_is_discarded(
     settings: Settings, client: Client
 ) -> None:
     """The handler ends before any heartbeat notices: its completion is a stale write."""
-    job = await client.enqueue("sync_sleep", {"sleep": 1.0})
+    job = await client.enqueue("sync_sleep", {"sleep": 2.0})
     slow_heartbeat = settings.with_(lease=30.0)  # first heartbeat only after 10 s
     async with running_worker(slow_heartbeat, maintenance=False) as worker:
         await wait_for_job(client, job.id, lambda r: r["state"] == "running")
