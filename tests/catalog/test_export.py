@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import hashlib
 import json
 import os
@@ -10,8 +11,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -100,9 +103,10 @@ def test_300k_records_to_three_formats_parse_and_match_their_checksums(tmp_path:
 
 def test_values_survive_each_format(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
-    rows = [
-        {"id": 1, "text": 'a, "quoted" <tag> & more\nline two', "amount": 1.5, "flag": True},
-        {"id": 2, "text": "Québec ✓", "amount": None, "flag": False},
+    text = 'a, "quoted" <tag> & more\nline\ttwo\r'
+    rows: list[dict[str, object]] = [
+        {"id": 1, "text": text, "amount": 1.5, "flag": True, "count": 10},
+        {"id": 2, "text": "Québec ✓", "amount": None, "flag": False, "count": None},
         {"id": 3, "text": ""},
     ]
     source.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
@@ -111,21 +115,60 @@ def test_values_survive_each_format(tmp_path: Path) -> None:
     by_format = {f.format.name: store.path(f.key) for f in result.files}
 
     assert json.loads(by_format["json"].read_text(encoding="utf-8")) == [
-        {"id": 1, "text": rows[0]["text"], "amount": 1.5, "flag": True},
-        {"id": 2, "text": "Québec ✓", "amount": None, "flag": False},
-        {"id": 3, "text": "", "amount": None, "flag": None},
+        {"id": 1, "text": text, "amount": 1.5, "flag": True, "count": 10},
+        {"id": 2, "text": "Québec ✓", "amount": None, "flag": False, "count": None},
+        {"id": 3, "text": "", "amount": None, "flag": None, "count": None},
     ]
     records = ET.parse(by_format["xml"]).getroot().findall("record")
-    assert [r.get("text") for r in records] == [rows[0]["text"], "Québec ✓", ""]
+    assert [r.get("text") for r in records] == [text, "Québec ✓", ""]
     assert [r.get("amount") for r in records] == ["1.5", None, None]  # null: no attribute
     assert [r.get("flag") for r in records] == ["true", "false", None]
+    assert [r.get("count") for r in records] == ["10", None, None]
     with by_format["csv"].open(encoding="utf-8", newline="") as handle:
         assert list(csv.reader(handle)) == [
-            ["id", "text", "amount", "flag"],
-            ["1", rows[0]["text"], "1.5", "true"],
-            ["2", "Québec ✓", "", "false"],
-            ["3", "", "", ""],
+            ["id", "text", "amount", "flag", "count"],
+            ["1", text, "1.5", "true", "10"],
+            ["2", "Québec ✓", "", "false", ""],
+            ["3", "", "", "", ""],
         ]
+
+
+def test_typed_values_and_odd_column_names(tmp_path: Path) -> None:
+    moment = dt.datetime(2025, 5, 6, 7, 8, 9, tzinfo=dt.UTC)
+    token = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    rows: list[Row] = [
+        (1, Decimal("1.10"), moment, token, b"\x00\xff", 2.5),
+        (None, None, None, None, None, None),
+    ]
+    columns = ["100%", "price", "at", "token", "raw", "ratio"]
+    store = LocalExportStore(tmp_path / "exports")
+    source = GeneratedSource(columns, lambda: iter(rows))
+    result = export_records(source, store, "typed/v1", "typed", formats=["json", "csv"])
+    json_path, csv_path = (store.path(f.key) for f in result.files)
+    assert json.loads(json_path.read_bytes()) == [
+        {
+            "100%": 1,
+            "price": "1.10",
+            "at": "2025-05-06T07:08:09+00:00",
+            "token": str(token),
+            "raw": "AP8=",
+            "ratio": 2.5,
+        },
+        dict.fromkeys(columns),
+    ]
+    assert csv_path.read_bytes().decode().splitlines()[1] == (
+        f"1,1.10,2025-05-06T07:08:09+00:00,{token},AP8=,2.5"
+    )
+    with pytest.raises(SourceError, match="not a valid XML element name"):
+        export_records(source, store, "typed/v2", "typed", formats=["xml"])
+    with pytest.raises(SourceError, match="a record has 1 values for 2 columns"):
+        export_records(
+            GeneratedSource(["a", "b"], lambda: iter([(1, 2), (3,)])), store, "typed/v4", "typed"
+        )
+    with pytest.raises(SourceError, match="type object cannot be exported"):
+        export_records(
+            GeneratedSource(["a"], lambda: iter([(object(),)])), store, "typed/v3", "typed"
+        )
 
 
 def test_csv_source_streams_text_values(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 from herald.catalog.errors import ExportConflict
-from herald.catalog.formats import FORMATS, Encoder, FileFormat, encoder, file_format
+from herald.catalog.formats import FORMATS, Batch, Encoder, FileFormat, encoder, file_format
 from herald.catalog.sources import RecordSource
 from herald.catalog.store import ExportStore, Upload, check_segment
 
@@ -122,7 +122,8 @@ def export_records(
             for fmt, enc in encoders:
                 key = keys[fmt.name]
                 sinks.append(_Sink(fmt, enc, store.begin(key), key.rsplit("/", 1)[-1]))
-            count = _pump(records.rows, sinks, progress, batch_size, progress_every)
+            width = len(records.columns)
+            count = _pump(records.rows, width, sinks, progress, batch_size, progress_every)
             for sink in sinks:
                 sink.emit(sink.encoder.footer())
             for sink in sinks:
@@ -150,6 +151,7 @@ def export_records(
 
 def _pump(
     rows: Any,
+    width: int,
     sinks: list[_Sink],
     progress: Progress | None,
     batch_size: int,
@@ -160,10 +162,11 @@ def _pump(
     count = 0
     next_report = progress_every
     iterator = iter(rows)
-    while batch := list(islice(iterator, batch_size)):
+    while rows := list(islice(iterator, batch_size)):
+        batch = Batch(rows, width)
         for sink in sinks:
             sink.emit(sink.encoder.batch(batch))
-        count += len(batch)
+        count += batch.size
         if progress is not None and count >= next_report:
             progress(count)
             next_report = count + progress_every

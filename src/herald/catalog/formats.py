@@ -12,16 +12,15 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import json
 import math
 import re
 import uuid
 from base64 import b64encode
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Protocol
-from xml.sax.saxutils import escape
 
 from herald.catalog.errors import SourceError
 
@@ -67,6 +66,8 @@ def _text(value: object) -> str:
     """The text form of a value that is not str or int (shared by XML and CSV)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise SourceError(f"the number {value} is not finite and cannot be exported")
@@ -84,15 +85,31 @@ def _text(value: object) -> str:
     raise _not_exportable(value)
 
 
-def _json_default(value: object) -> object:
-    # Only called for what json cannot encode itself: dates, decimals, UUIDs, bytes.
-    return _text(value)
+class Batch:
+    """Rows read together, held column by column and shared by every encoder.
+
+    The text form of a column (used by XML and CSV alike) is computed once.
+    """
+
+    def __init__(self, rows: Sequence[Row], width: int) -> None:
+        self.size = len(rows)
+        for row in rows:
+            if len(row) != width:
+                raise SourceError(f"a record has {len(row)} values for {width} columns")
+        self.columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else []
+        self._texts: dict[int, Sequence[str | None]] = {}
+
+    def text(self, index: int) -> Sequence[str | None]:
+        found = self._texts.get(index)
+        if found is None:
+            found = self._texts[index] = _text_column(self.columns[index])
+        return found
 
 
 class Encoder(Protocol):
     def header(self) -> str: ...
 
-    def batch(self, rows: Sequence[Row]) -> str: ...
+    def batch(self, batch: Batch) -> str: ...
 
     def footer(self) -> str: ...
 
@@ -109,6 +126,8 @@ def _text_column(column: Sequence[object]) -> Sequence[str | None]:
         return list(map(repr, column))
     if kinds == _DATE:
         return list(map(dt.date.isoformat, column))  # type: ignore[arg-type]
+    if kinds == _BOOL:
+        return list(map(_JSON_BOOL, column))  # type: ignore[arg-type]
     return [v if v is None or type(v) is str else _text(v) for v in column]
 
 
@@ -118,44 +137,68 @@ def _check_finite(numbers: Sequence[float]) -> None:
 
 
 _STR_OR_NONE = frozenset({str, type(None)})
+_STR = frozenset({str})
+_BOOL = frozenset({bool})
 _INT = frozenset({int})
 _FLOAT = frozenset({float})
 _DATE = frozenset({dt.date})
-_JSON_NATIVE = frozenset({str, int, float, bool, type(None)})
+
+
+_JSON_BOOL = {True: "true", False: "false"}.__getitem__
+
+
+def _json_value(value: object) -> str:
+    if value is None:
+        return "null"
+    if type(value) is str:
+        return encode_basestring(value)
+    if isinstance(value, bool):
+        return _JSON_BOOL(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        _check_finite([value])
+        return float.__repr__(value)
+    return encode_basestring(_text(value))
+
+
+def _json_column(column: Sequence[object]) -> list[str]:
+    """One column of a batch as JSON value texts, converted in C where possible."""
+    kinds = set(map(type, column))
+    if kinds == _STR:
+        return list(map(encode_basestring, column))  # type: ignore[arg-type]
+    if kinds == _INT:
+        return list(map(str, column))
+    if kinds == _FLOAT:
+        _check_finite(column)  # type: ignore[arg-type]
+        return list(map(repr, column))
+    if kinds == _BOOL:
+        return list(map(_JSON_BOOL, column))  # type: ignore[arg-type]
+    return list(map(_json_value, column))
 
 
 class JsonEncoder:
-    """``[`` then compact objects, one per line, then ``]``."""
+    """``[`` then one compact object per line, comma-separated, then ``]``.
+
+    A batch is encoded column by column (each value to its JSON text) and the columns
+    are then poured into a per-record template holding the already-encoded keys.
+    """
 
     def __init__(self, columns: Sequence[str]) -> None:
         self._columns = list(columns)
-        self._dumps: Callable[[object], str] = json.JSONEncoder(
-            ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_json_default
-        ).encode
+        # Keys are JSON-encoded once; a "%" in a name is escaped for the %-template.
+        keys = [encode_basestring(c).replace("%", "%%") for c in columns]
+        self._record = "{" + ",".join(f"{key}:%s" for key in keys) + "}"
         self._first = True
 
     def header(self) -> str:
         return "["
 
-    def batch(self, rows: Sequence[Row]) -> str:
-        if not rows:
+    def batch(self, batch: Batch) -> str:
+        if not batch.size:
             return ""
-        # Columns json cannot encode natively (dates...) are converted in bulk first:
-        # far cheaper than one `default` callback per value.
-        columns = list(zip(*rows, strict=True))
-        for i, column in enumerate(columns):
-            kinds = set(map(type, column))
-            if not kinds <= _JSON_NATIVE:
-                columns[i] = tuple(_text_column(column))
-            elif float in kinds:
-                _check_finite([v for v in column if type(v) is float])
-        names = [self._columns] * len(rows)
-        objects = list(map(dict, map(zip, names, zip(*columns, strict=True))))
-        try:
-            # One call encodes the whole batch; its brackets are dropped.
-            body = self._dumps(objects)[1:-1]
-        except ValueError as exc:
-            raise SourceError(f"a value cannot be written as JSON: {exc}") from None
+        columns = [_json_column(column) for column in batch.columns]
+        body = ",\n".join(map(self._record.__mod__, zip(*columns, strict=True)))
         lead = "\n" if self._first else ",\n"
         self._first = False
         return lead + body
@@ -171,7 +214,15 @@ _XML_NAME = re.compile(rf"[{_NAME_START}][{_NAME_START}\-.0-9\u00B7\u0300-\u036F
 _XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _XML_ATTRIBUTE_SPECIAL = re.compile('[&<>"\n\r\t]')
 # Escaped so that attribute-value normalisation keeps line breaks and tabs intact.
-_ATTRIBUTE_ENTITIES = {'"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
+_ATTRIBUTE_ESCAPES = (
+    ("&", "&amp;"),  # first, so the entities below are not escaped again
+    ("<", "&lt;"),
+    (">", "&gt;"),
+    ('"', "&quot;"),
+    ("\n", "&#10;"),
+    ("\r", "&#13;"),
+    ("\t", "&#9;"),
+)
 
 
 def xml_column_problem(column: str) -> str | None:
@@ -181,6 +232,15 @@ def xml_column_problem(column: str) -> str | None:
     if column.lower().startswith("xml"):
         return f"column {column!r} starts with 'xml', which XML reserves"
     return None
+
+
+def _escape_all(texts: Sequence[str]) -> list[str]:
+    """Escape many attribute values at once: NUL (which no value can hold, XML forbids
+    it) separates them while str.replace runs over the whole column in C."""
+    joined = "\0".join(texts)
+    for raw, entity in _ATTRIBUTE_ESCAPES:
+        joined = joined.replace(raw, entity)
+    return joined.split("\0")
 
 
 class XmlEncoder:
@@ -203,26 +263,27 @@ class XmlEncoder:
     def header(self) -> str:
         return '<?xml version="1.0" encoding="UTF-8"?>\n<records>\n'
 
-    def batch(self, rows: Sequence[Row]) -> str:
-        if not rows:
+    def batch(self, batch: Batch) -> str:
+        if not batch.size:
             return ""
-        columns = [self._column(i, col) for i, col in enumerate(zip(*rows, strict=True))]
+        columns = [self._column(i, batch.text(i)) for i in range(len(batch.columns))]
         return "".join(map(self._record.__mod__, zip(*columns, strict=True)))
 
-    def _column(self, index: int, column: Sequence[object]) -> list[str]:
-        texts = _text_column(column)
+    def _column(self, index: int, texts: Sequence[str | None]) -> list[str]:
         attribute = self._attribute[index]
-        present = [t for t in texts if t is not None]
+        complete = None not in texts
+        present: Sequence[str] = texts if complete else [t for t in texts if t is not None]  # type: ignore[assignment]
         joined = " ".join(present)  # a space is neither forbidden nor special
         if _XML_FORBIDDEN.search(joined):
             raise SourceError(
                 f"column {self._columns[index]!r} holds a control character XML cannot carry"
             )
         if _XML_ATTRIBUTE_SPECIAL.search(joined):
-            texts = [t if t is None else escape(t, _ATTRIBUTE_ENTITIES) for t in texts]
-        if len(present) == len(texts):
-            return list(map(attribute, texts))
-        return ["" if t is None else attribute(t) for t in texts]  # null: no attribute
+            present = _escape_all(present)
+        if complete:
+            return list(map(attribute, present))
+        escaped = iter(present)
+        return ["" if t is None else attribute(next(escaped)) for t in texts]  # null: omitted
 
     def footer(self) -> str:
         return "</records>\n"
@@ -246,10 +307,10 @@ class CsvEncoder:
         self._writer.writerow(self._columns)
         return self._flush()
 
-    def batch(self, rows: Sequence[Row]) -> str:
-        if not rows:
+    def batch(self, batch: Batch) -> str:
+        if not batch.size:
             return ""
-        columns = [_text_column(col) for col in zip(*rows, strict=True)]
+        columns = [batch.text(i) for i in range(len(batch.columns))]
         self._writer.writerows(zip(*columns, strict=True))  # None is written as ""
         return self._flush()
 
