@@ -64,6 +64,18 @@ class Durations:
         return Durations(self.median * factor, self.p99 * factor, self.cap * factor)
 
 
+@dataclass(frozen=True)
+class Plan:
+    jobs: int
+    workers: int
+    concurrency: int
+    window: float  # seconds of load and faults before the drain
+    durations: Durations
+    kill_every: float = 2.0
+    hold: float = 0.0  # how long a pause / a rogue lock lasts
+    drain: float = 60.0  # the drain bound
+
+
 @dataclass
 class Harness:
     workdir: Path

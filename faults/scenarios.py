@@ -16,27 +16,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from faults import expectations as expect
 from faults.app import APP
 from faults.checker import Findings, Observations, check
-from faults.harness import FULL_TIMING, SHORT_TIMING, Durations, Harness, Timing
+from faults.harness import FULL_TIMING, SHORT_TIMING, Durations, Harness, Plan, Timing
 from faults.queries import query
 from herald.ops.errors import Conflict
 from herald.ops.jobs import cancel
 from herald.schedules import ScheduleSpec, create_schedule
 
 BASE = Durations(median=0.2, p99=3.0, cap=8.0)
-
-
-@dataclass(frozen=True)
-class Plan:
-    jobs: int
-    workers: int
-    concurrency: int
-    window: float  # seconds of load and faults before the drain
-    durations: Durations
-    kill_every: float = 2.0
-    hold: float = 0.0  # how long a pause / a rogue lock lasts
-    drain: float = 60.0  # the drain bound
 
 
 Body = Callable[[Harness, Plan], Awaitable[None]]
@@ -228,165 +217,6 @@ async def _schedules(h: Harness, p: Plan) -> None:
             h.notes[name] = await cur.fetchall()
 
 
-# --- verifications -----------------------------------------------------------------------
-
-
-def _bit(f: Findings, metric: str, what: str) -> list[str]:
-    return [] if f.metrics[metric] > 0 else [f"the fault did not bite: no {what}"]
-
-
-def _verify_kills(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    return _bit(f, "orphaned_jobs", "job was orphaned by a killed worker")
-
-
-def _verify_crashes(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    crashes = sum(1 for e in o.events if e.action == "pg_crash")
-    problems = [] if crashes == 2 else [f"PostgreSQL crashed {crashes} times, not 2"]
-    return problems + _verify_kills(h, o, f, p)
-
-
-def _verify_zombie(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    return _bit(f, "orphaned_jobs", "job was held by the paused worker") + _bit(
-        f, "stale_writes_rejected", "write of the zombie was refused"
-    )
-
-
-def _verify_pickup(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    first: dict[int, float] = {}
-    for run in o.executions:
-        first.setdefault(run["job_id"], run["started"])
-    # Only jobs admitted once the workers were up: booting is not a lost notification.
-    warm = float(h.notes.get("warm", 0.0))
-    waits = [
-        first[j["id"]] - j["created"] for j in o.jobs if j["created"] > warm and j["id"] in first
-    ]
-    missing = [j["id"] for j in o.jobs if j["id"] not in first]
-    longest = max(waits, default=0.0)
-    f.metrics["longest_pickup_s"] = round(longest, 3)
-    bound = h.timing.poll + 2.0
-    if missing:
-        return [f"{len(missing)} job(s) never started: {missing[:10]}"]
-    if not waits:
-        return ["no job was admitted after the workers were up"]
-    return [] if longest <= bound else [f"a job waited {longest:.2f}s > poll + 2 s = {bound}s"]
-
-
-def _verify_failing(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    problems = []
-    wrong = [j["id"] for j in o.jobs if j["state"] != "dead" or j["attempt"] != j["max_attempts"]]
-    if wrong:
-        problems.append(f"{len(wrong)} job(s) not dead with attempts == max_attempts: {wrong[:10]}")
-    if len(o.dead_letters) != len(o.jobs):
-        problems.append(f"{len(o.dead_letters)} dead letters for {len(o.jobs)} jobs")
-    return problems + _bit(f, "rescues", "rescue happened")
-
-
-def _verify_poison(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    poison = [j for j in o.jobs if j["poison"]]
-    others = [j for j in o.jobs if not j["poison"]]
-    problems = []
-    if len(poison) != 1:
-        return [f"expected one poison job, found {len(poison)}"]
-    job = poison[0]
-    if job["state"] != "dead" or job["attempt"] != job["max_attempts"]:
-        problems.append(f"poison job ended {job['state']} after {job['attempt']} attempts")
-    letters = [d for d in o.dead_letters if d["job_id"] == job["id"]]
-    if [d["reason"] for d in letters] != ["exhausted"]:
-        problems.append(f"poison job's dead letter: {letters}")
-    unfinished = [j["id"] for j in others if j["state"] != "succeeded"]
-    if unfinished:
-        problems.append(f"{len(unfinished)} healthy job(s) did not succeed: {unfinished[:10]}")
-    return problems
-
-
-def _verify_cancel(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    f.metrics["cancelled_while_orphaned"] = len(o.cancelled)
-    problems = _bit(f, "cancelled_while_orphaned", "job was cancelled while its worker was dead")
-    jobs = {j["id"]: j for j in o.jobs}
-    ran_again = sorted(
-        {r["job_id"] for r in o.executions if o.cancelled.get(r["job_id"], 1e20) < r["started"]}
-    )
-    if ran_again:
-        problems.append(f"{len(ran_again)} cancelled job(s) ran again: {ran_again[:10]}")
-    not_cancelled = sorted(i for i in o.cancelled if jobs[i]["state"] != "cancelled")
-    if not_cancelled:
-        problems.append(f"{len(not_cancelled)} cancelled job(s) changed state: {not_cancelled}")
-    return problems
-
-
-def _verify_rogue(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    locked = set(h.notes.get("locked", []))
-    released = float(h.notes.get("released", 0.0))
-    f.metrics["locked_rows"] = len(locked)
-    problems = _bit(f, "locked_rows", "row was locked")
-    late = [
-        j["id"]
-        for j in o.jobs
-        if j["id"] not in locked and (j["finished"] is None or j["finished"] > released)
-    ]
-    if late:
-        problems.append(f"{len(late)} unlocked job(s) waited for the rogue lock: {late[:10]}")
-    early = sorted(
-        {r["job_id"] for r in o.executions if r["job_id"] in locked and r["started"] < released}
-    )
-    if early:
-        problems.append(f"locked job(s) ran while locked: {early}")
-    failed = [j["id"] for j in o.jobs if j["state"] != "succeeded"]
-    if failed:
-        problems.append(f"{len(failed)} job(s) did not succeed: {failed[:10]}")
-    return problems
-
-
-def _verify_rolling(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    problems = []
-    again = [j["id"] for j in o.jobs if j["state"] != "succeeded" or j["attempt"] != 1]
-    if again:
-        problems.append(f"{len(again)} job(s) not succeeded at attempt 1: {again[:10]}")
-    if o.rescues:
-        problems.append(f"{len(o.rescues)} rescue(s) during a graceful restart")
-    terms = sum(1 for e in o.events if e.action == "term")
-    if terms != p.workers:
-        problems.append(f"{terms} graceful stops for {p.workers} workers")
-    return problems
-
-
-def _verify_schedules(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    schedules = h.notes.get("final_schedules", [])
-    fires = h.notes.get("final_schedule_fires", [])
-    by_schedule: dict[int, list[float]] = {}
-    for fire in fires:
-        by_schedule.setdefault(fire["schedule_id"], []).append(fire["slot"])
-    problems = []
-    now = time.time()
-    for row in schedules:
-        slots = by_schedule.get(row["id"], [])
-        if len(slots) != len(set(slots)):
-            problems.append(f"schedule {row['id']}: a slot fired twice")
-        first = h.notes["first_slots"][row["id"]]
-        expected = {first + 60 * k for k in range(round((row["next_due"] - first) / 60))}
-        if set(slots) != expected:
-            problems.append(
-                f"schedule {row['id']}: fired {len(slots)} slots, expected {len(expected)}"
-            )
-        if row["next_due"] <= now - 60:
-            problems.append(f"schedule {row['id']} did not catch up")
-    created = [x for x in fires if x["outcome"] == "created"]
-    if len({x["job_id"] for x in created}) != len(created):
-        problems.append("two fires created the same job")
-    keyed = sum(1 for j in o.jobs if j["kind"] == "publish")
-    if keyed != len(created):
-        problems.append(f"{len(created)} fires created jobs, but {keyed} jobs exist")
-    f.metrics["schedules"] = len(schedules)
-    f.metrics["slots_fired"] = len(fires)
-    f.metrics["scheduler_kills"] = sum(
-        1 for e in o.events if e.action == "kill" and e.detail.startswith("scheduler")
-    )
-    minutes = 6 if p.jobs < 1000 else 30
-    if len(fires) < len(schedules) * minutes:
-        problems.append(f"only {len(fires)} slots fired for {len(schedules)} x {minutes} due")
-    return problems + _bit(f, "scheduler_kills", "scheduler was killed")
-
-
 # --- the catalogue -----------------------------------------------------------------------
 
 SHORT = BASE.scaled(0.5)
@@ -404,7 +234,7 @@ def _with(plan: Plan, **changes: Any) -> Plan:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
-        Scenario(1, "kill_storm", "Kill storm", 101, _S, _F, _kill_storm, _verify_kills),
+        Scenario(1, "kill_storm", "Kill storm", 101, _S, _F, _kill_storm, expect.verify_kills),
         Scenario(
             2,
             "kill_storm_pg_crash",
@@ -413,7 +243,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, hold=2.0),
             _with(_F, hold=5.0),
             _kill_storm_and_crashes,
-            _verify_crashes,
+            expect.verify_crashes,
         ),
         Scenario(
             3,
@@ -423,7 +253,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, jobs=80, durations=LONG, hold=SHORT_TIMING.lease + 3),
             _with(_F, jobs=2000, durations=LONG.scaled(2), hold=FULL_TIMING.lease + 5),
             _zombie,
-            _verify_zombie,
+            expect.verify_zombie,
         ),
         Scenario(
             4,
@@ -433,7 +263,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, window=8.0),
             _with(_F, jobs=3000, window=60.0),
             _quiet,
-            _verify_pickup,
+            expect.verify_pickup,
             notify=False,
         ),
         Scenario(
@@ -444,7 +274,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, jobs=80),
             _with(_F, jobs=3000),
             _failing,
-            _verify_failing,
+            expect.verify_failing,
         ),
         Scenario(
             6,
@@ -454,7 +284,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, jobs=150, window=6.0),
             _with(_F, jobs=2000, window=30.0),
             _poison,
-            _verify_poison,
+            expect.verify_poison,
         ),
         Scenario(
             7,
@@ -464,7 +294,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, jobs=60, durations=LONG, kill_every=3.0),
             _with(_F, jobs=2000, durations=LONG.scaled(2), kill_every=5.0),
             _cancel_during_rescue,
-            _verify_cancel,
+            expect.verify_cancel,
         ),
         Scenario(
             8,
@@ -474,7 +304,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, jobs=100, hold=10.0),
             _with(_F, jobs=2000, hold=60.0),
             _rogue_lock,
-            _verify_rogue,
+            expect.verify_rogue,
         ),
         Scenario(
             9,
@@ -484,7 +314,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, window=14.0),
             _with(_F, jobs=5000, window=90.0),
             _rolling_restart,
-            _verify_rolling,
+            expect.verify_rolling,
         ),
         Scenario(
             10,
@@ -494,7 +324,7 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_S, jobs=120, workers=2, window=12.0, kill_every=2.0, drain=30.0),
             _with(_F, jobs=3000, workers=3, window=120.0, drain=120.0),
             _schedules,
-            _verify_schedules,
+            expect.verify_schedules,
         ),
     ]
 }

@@ -1,0 +1,169 @@
+"""What each scenario promises beyond the common invariants, and proof its fault bit.
+
+Each ``verify_*`` gets the harness (its notes and timing), the observations and the
+common findings (to which it may add metrics) and returns the broken promises.
+"""
+
+from __future__ import annotations
+
+import time
+
+from faults.checker import Findings, Observations
+from faults.harness import Harness, Plan
+
+
+def bit(f: Findings, metric: str, what: str) -> list[str]:
+    """A fault that changed nothing proves nothing: require its trace in ``metric``."""
+    return [] if f.metrics[metric] > 0 else [f"the fault did not bite: no {what}"]
+
+
+def verify_kills(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    return bit(f, "orphaned_jobs", "job was orphaned by a killed worker")
+
+
+def verify_crashes(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    crashes = sum(1 for e in o.events if e.action == "pg_crash")
+    problems = [] if crashes == 2 else [f"PostgreSQL crashed {crashes} times, not 2"]
+    return problems + verify_kills(h, o, f, p)
+
+
+def verify_zombie(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    return bit(f, "orphaned_jobs", "job was held by the paused worker") + bit(
+        f, "stale_writes_rejected", "write of the zombie was refused"
+    )
+
+
+def verify_pickup(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    first: dict[int, float] = {}
+    for run in o.executions:
+        first.setdefault(run["job_id"], run["started"])
+    # Only jobs admitted once the workers were up: booting is not a lost notification.
+    warm = float(h.notes.get("warm", 0.0))
+    waits = [
+        first[j["id"]] - j["created"] for j in o.jobs if j["created"] > warm and j["id"] in first
+    ]
+    missing = [j["id"] for j in o.jobs if j["id"] not in first]
+    longest = max(waits, default=0.0)
+    f.metrics["longest_pickup_s"] = round(longest, 3)
+    bound = h.timing.poll + 2.0
+    if missing:
+        return [f"{len(missing)} job(s) never started: {missing[:10]}"]
+    if not waits:
+        return ["no job was admitted after the workers were up"]
+    return [] if longest <= bound else [f"a job waited {longest:.2f}s > poll + 2 s = {bound}s"]
+
+
+def verify_failing(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    problems = []
+    wrong = [j["id"] for j in o.jobs if j["state"] != "dead" or j["attempt"] != j["max_attempts"]]
+    if wrong:
+        problems.append(f"{len(wrong)} job(s) not dead with attempts == max_attempts: {wrong[:10]}")
+    if len(o.dead_letters) != len(o.jobs):
+        problems.append(f"{len(o.dead_letters)} dead letters for {len(o.jobs)} jobs")
+    return problems + bit(f, "rescues", "rescue happened")
+
+
+def verify_poison(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    poison = [j for j in o.jobs if j["poison"]]
+    others = [j for j in o.jobs if not j["poison"]]
+    problems = []
+    if len(poison) != 1:
+        return [f"expected one poison job, found {len(poison)}"]
+    job = poison[0]
+    if job["state"] != "dead" or job["attempt"] != job["max_attempts"]:
+        problems.append(f"poison job ended {job['state']} after {job['attempt']} attempts")
+    letters = [d for d in o.dead_letters if d["job_id"] == job["id"]]
+    if [d["reason"] for d in letters] != ["exhausted"]:
+        problems.append(f"poison job's dead letter: {letters}")
+    unfinished = [j["id"] for j in others if j["state"] != "succeeded"]
+    if unfinished:
+        problems.append(f"{len(unfinished)} healthy job(s) did not succeed: {unfinished[:10]}")
+    return problems
+
+
+def verify_cancel(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    f.metrics["cancelled_while_orphaned"] = len(o.cancelled)
+    problems = bit(f, "cancelled_while_orphaned", "job was cancelled while its worker was dead")
+    jobs = {j["id"]: j for j in o.jobs}
+    ran_again = sorted(
+        {r["job_id"] for r in o.executions if o.cancelled.get(r["job_id"], 1e20) < r["started"]}
+    )
+    if ran_again:
+        problems.append(f"{len(ran_again)} cancelled job(s) ran again: {ran_again[:10]}")
+    not_cancelled = sorted(i for i in o.cancelled if jobs[i]["state"] != "cancelled")
+    if not_cancelled:
+        problems.append(f"{len(not_cancelled)} cancelled job(s) changed state: {not_cancelled}")
+    return problems
+
+
+def verify_rogue(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    locked = set(h.notes.get("locked", []))
+    released = float(h.notes.get("released", 0.0))
+    f.metrics["locked_rows"] = len(locked)
+    problems = bit(f, "locked_rows", "row was locked")
+    late = [
+        j["id"]
+        for j in o.jobs
+        if j["id"] not in locked and (j["finished"] is None or j["finished"] > released)
+    ]
+    if late:
+        problems.append(f"{len(late)} unlocked job(s) waited for the rogue lock: {late[:10]}")
+    early = sorted(
+        {r["job_id"] for r in o.executions if r["job_id"] in locked and r["started"] < released}
+    )
+    if early:
+        problems.append(f"locked job(s) ran while locked: {early}")
+    failed = [j["id"] for j in o.jobs if j["state"] != "succeeded"]
+    if failed:
+        problems.append(f"{len(failed)} job(s) did not succeed: {failed[:10]}")
+    return problems
+
+
+def verify_rolling(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    problems = []
+    again = [j["id"] for j in o.jobs if j["state"] != "succeeded" or j["attempt"] != 1]
+    if again:
+        problems.append(f"{len(again)} job(s) not succeeded at attempt 1: {again[:10]}")
+    if o.rescues:
+        problems.append(f"{len(o.rescues)} rescue(s) during a graceful restart")
+    terms = sum(1 for e in o.events if e.action == "term")
+    if terms != p.workers:
+        problems.append(f"{terms} graceful stops for {p.workers} workers")
+    return problems
+
+
+def verify_schedules(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    schedules = h.notes.get("final_schedules", [])
+    fires = h.notes.get("final_schedule_fires", [])
+    by_schedule: dict[int, list[float]] = {}
+    for fire in fires:
+        by_schedule.setdefault(fire["schedule_id"], []).append(fire["slot"])
+    problems = []
+    now = time.time()
+    for row in schedules:
+        slots = by_schedule.get(row["id"], [])
+        if len(slots) != len(set(slots)):
+            problems.append(f"schedule {row['id']}: a slot fired twice")
+        first = h.notes["first_slots"][row["id"]]
+        expected = {first + 60 * k for k in range(round((row["next_due"] - first) / 60))}
+        if set(slots) != expected:
+            problems.append(
+                f"schedule {row['id']}: fired {len(slots)} slots, expected {len(expected)}"
+            )
+        if row["next_due"] <= now - 60:
+            problems.append(f"schedule {row['id']} did not catch up")
+    created = [x for x in fires if x["outcome"] == "created"]
+    if len({x["job_id"] for x in created}) != len(created):
+        problems.append("two fires created the same job")
+    keyed = sum(1 for j in o.jobs if j["kind"] == "publish")
+    if keyed != len(created):
+        problems.append(f"{len(created)} fires created jobs, but {keyed} jobs exist")
+    f.metrics["schedules"] = len(schedules)
+    f.metrics["slots_fired"] = len(fires)
+    f.metrics["scheduler_kills"] = sum(
+        1 for e in o.events if e.action == "kill" and e.detail.startswith("scheduler")
+    )
+    minutes = 6 if p.jobs < 1000 else 30
+    if len(fires) < len(schedules) * minutes:
+        problems.append(f"only {len(fires)} slots fired for {len(schedules)} x {minutes} due")
+    return problems + bit(f, "scheduler_kills", "scheduler was killed")
