@@ -33,6 +33,8 @@ from herald.errors import (
 from herald.registry import Herald, Kind
 
 _MAX_ADMISSION_TRIES = 8
+# Jobs per statement when a large keyless batch is streamed in pipeline mode.
+_BULK_CHUNK = 1000
 # A NUL character as json.dumps writes it: "\u0000" whose backslash is not itself escaped
 # (a literal backslash followed by "u0000" in the text is written "\\u0000" and is fine).
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -237,8 +239,11 @@ class Client:
     ) -> list[Enqueued]:
         """Admit many jobs in one round trip (one notification per queue).
 
-        All are validated before anything is written. Results come back in input order.
+        Nothing is written unless every job is valid. Results come back in input order.
         """
+        if conn is None and len(specs) > _BULK_CHUNK and _all_keyless(specs):
+            async with self.pool.connection() as own, own.transaction():
+                return await self._admit_streamed(own, specs)
         prepared = [self._prepare(spec) for spec in specs]
         if not prepared:
             return []
@@ -247,6 +252,27 @@ class Client:
                 return await self._admit_many(conn, prepared)
         async with self.pool.connection() as own, own.transaction():
             return await self._admit_many(own, prepared)
+
+    async def _admit_streamed(self, conn: Any, specs: Sequence[JobSpec]) -> list[Enqueued]:
+        """Keyless jobs in chunks sent back to back (pipeline mode): the server inserts one
+        chunk while the next is validated and encoded here. Bad input anywhere raises
+        inside our own transaction, which then rolls back every chunk already sent."""
+        cursors = []
+        async with conn.pipeline():
+            for start in range(0, len(specs), _BULK_CHUNK):
+                chunk = specs[start : start + _BULK_CHUNK]
+                columns = _bulk_columns([self._prepare(s).params for s in chunk], with_keys=False)
+                columns["channel"] = self.settings.channel
+                columns["notify"] = self.settings.notify
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(sql.query("enqueue_bulk_keyless"), columns)
+                cursors.append(cur)
+        admitted: list[Enqueued] = []
+        for cur in cursors:
+            admitted.extend(Enqueued(row["id"], 1, Outcome.CREATED) for row in await cur.fetchall())
+        if len(admitted) != len(specs):
+            raise HeraldError(f"bulk admission inserted {len(admitted)} of {len(specs)} jobs")
+        return admitted
 
     async def _admit_many(self, conn: Any, prepared: list[_Prepared]) -> list[Enqueued]:
         results: list[Enqueued | None] = [None] * len(prepared)
@@ -346,6 +372,12 @@ async def _insert_one(conn: Any, params: dict[str, Any]) -> Enqueued:
         # The job that blocked us finished between our insert and our look-up: again.
     raise HeraldError(
         f"could not admit {params['kind']}/{params['key']}: the object's active job kept changing"
+    )
+
+
+def _all_keyless(specs: Sequence[JobSpec]) -> bool:
+    return all(
+        isinstance(s, JobSpec) and s.key is None and s.idempotency_key is None for s in specs
     )
 
 
