@@ -28,6 +28,7 @@ COLUMNS: list[tuple[str, Callable[[Result], str]]] = [
     ("rescues", lambda r: str(r.metrics["rescues"])),
     ("orphaned", lambda r: str(r.metrics["orphaned_jobs"])),
     ("longest orphan s", lambda r: f"{r.metrics['longest_orphan_s']:.1f}"),
+    ("longest to rescue s", lambda r: f"{r.metrics['longest_rescue_lag_s']:.1f}"),
     ("R s", lambda r: f"{r.metrics['recovery_bound_s']:g}"),
     ("seconds", lambda r: f"{r.seconds:.0f}"),
     ("result", lambda r: "pass" if r.ok else "FAIL"),
