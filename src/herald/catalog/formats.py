@@ -4,7 +4,8 @@ Each encoder turns a batch of rows into text; the exporter encodes, hashes and w
 that text, so an encoder never sees more than one batch. Values are carried the same
 way in every format: text, numbers and booleans as themselves, null as JSON ``null`` /
 an empty CSV field / an absent XML attribute, dates and times in ISO 8601, decimals
-and UUIDs as their text. Non-finite floats and XML-forbidden characters are refused.
+and UUIDs as their text, bytes in base64. Non-finite floats and XML-forbidden
+characters are refused.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ fetch batch in memory, whatever the number of rows.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
 import json
@@ -223,8 +224,9 @@ class PostgresSource:
             try:
                 yield Records(columns, self._rows(cursor))
             finally:
-                cursor.close()
-                conn.rollback()  # read-only: nothing to keep
+                with contextlib.suppress(psycopg.Error):  # a broken session closes anyway
+                    cursor.close()
+                    conn.rollback()  # read-only: nothing to keep
 
     def _rows(self, cursor: psycopg.ServerCursor[Any]) -> Iterator[Row]:
         try:
