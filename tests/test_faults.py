@@ -8,11 +8,13 @@ each kind of violation, so a passing scenario means something.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from faults.checker import Observations, check
-from faults.scenarios import SCENARIOS, run
+from faults.report import write
+from faults.scenarios import SCENARIOS, Result, run
 from faults.supervisor import Event
 
 pytestmark = pytest.mark.slow
@@ -133,3 +135,31 @@ def test_orphan_time_leaves_out_postgresql_outages() -> None:
     outage = [Event(2.0, "pg_crash"), Event(5.0, "pg_start")]
     findings = check(_observations(events=[Event(1.0, "kill", 4242), *outage]), 14.0)
     assert findings.metrics["longest_orphan_s"] == 3.0  # 6 s from death to claim, 3 s down
+
+
+def test_report_writes_json_table_and_plot(tmp_path: Path) -> None:
+    findings = check(_observations(), recovery_bound=14.0)
+    result = Result(
+        number=1,
+        name="kill_storm",
+        title="Kill storm",
+        seed=101,
+        version="short",
+        started="2026-01-01T00:00:00+00:00",
+        seconds=12.0,
+        timing={"lease": 10.0},
+        plan={"jobs": 2},
+        metrics=findings.metrics,
+        violations=["1 job(s) lost (not terminal): [3]"],
+        orphans=findings.orphans,
+        throughput=findings.throughput,
+    )
+    written = write([result], tmp_path)
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["passed"] is False
+    assert doc["scenarios"][0]["metrics"]["orphaned_jobs"] == 1
+    table = (tmp_path / "report.md").read_text()
+    assert "| 1 | kill_storm | 2 |" in table
+    assert "FAIL" in table and "job(s) lost" in table
+    assert (tmp_path / "report.png") in written
+    assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
