@@ -278,7 +278,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--single-jobs", type=int, default=2_000)
     parser.add_argument("--drain-jobs", type=int, default=50_000)
     parser.add_argument("--processes", default="1,4", help="worker process counts to drain with")
-    parser.add_argument("--concurrency", type=int, default=100, help="handlers per worker")
+    parser.add_argument("--concurrency", type=int, default=1000, help="handlers per worker")
     parser.add_argument("--batch", type=int, default=None, help="claim batch (worker default)")
     parser.add_argument("--latency-samples", type=int, default=300)
     args = parser.parse_args(argv)
