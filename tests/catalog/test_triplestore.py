@@ -191,3 +191,12 @@ def test_concurrent_readers_always_see_exactly_one_copy(store: TripleStore) -> N
     bad = [rows for rows in seen_by_readers if len(rows) != 1 or rows[0]["n"] != "3"]
     assert bad == [], f"{len(bad)} of {len(seen_by_readers)} reads saw zero or two copies"
     assert seen_by_writer == [[{"v": str(v), "n": "3"}] for v in range(2, 42)]
+
+
+def test_an_embedded_store_has_one_opener(tmp_path: Path) -> None:
+    first = OxigraphStore(tmp_path / "store")
+    try:
+        with pytest.raises(TripleStoreError, match="cannot open the triple store"):
+            OxigraphStore(tmp_path / "store")
+    finally:
+        first.close()
