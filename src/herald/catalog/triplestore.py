@@ -9,6 +9,7 @@ them with ``GRAPH``). The whole catalog exports as Turtle, JSON-LD or RDF/XML.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,10 @@ class TripleStore(Protocol):
     def ask(self, sparql: str) -> bool: ...
 
     def construct(self, sparql: str) -> Graph: ...
+
+    def results_json(self, sparql: str) -> bytes:
+        """A SELECT or ASK answer as SPARQL 1.1 Query Results JSON (typed terms)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -162,6 +167,14 @@ class OxigraphStore:
         assert data is not None
         return _from_ntriples(data)
 
+    def results_json(self, sparql: str) -> bytes:
+        result = self._query(sparql)
+        if not isinstance(result, pyoxigraph.QuerySolutions | pyoxigraph.QueryBoolean):
+            raise TripleStoreError("not a SELECT or ASK query")
+        data = result.serialize(format=pyoxigraph.QueryResultsFormat.JSON)
+        assert data is not None
+        return data
+
     def close(self) -> None:
         self._store.flush()
 
@@ -233,6 +246,12 @@ class SparqlEndpointStore:
             self.query_url, sparql, "application/sparql-query", "application/n-triples"
         )
         return _from_ntriples(response.content)
+
+    def results_json(self, sparql: str) -> bytes:
+        data = self._results(sparql)
+        if "results" not in data and "boolean" not in data:
+            raise TripleStoreError("not a SELECT or ASK query")
+        return json.dumps(data).encode("utf-8")
 
     def close(self) -> None:
         self._http.close()
