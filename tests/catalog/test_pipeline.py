@@ -1,0 +1,229 @@
+"""The publication pipeline run by real workers: versions, failures, cleanup, deletion."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from herald import Client, Herald, Outcome, Settings, Worker
+from herald.catalog import datasets as registry
+from herald.catalog.datasets import Dataset, UnknownDataset
+from herald.catalog.errors import CatalogError
+from herald.catalog.pipeline import (
+    catalog_runtime,
+    close_embedded_store,
+    register_catalog,
+    request_deletion,
+    request_publication,
+)
+from herald.catalog.publishing import CatalogSettings
+from herald.catalog.store import LocalExportStore
+from herald.catalog.triplestore import TripleStore
+from herald.db import Row
+from herald.ops.cleanup import CleanupRunner
+from tests.catalog.samples import HIGH_DATASET
+
+CATALOG = CatalogSettings(public_url="https://data.example.org")
+DATASET_ID = HIGH_DATASET.id
+ENTRY = CATALOG.urls.entry_graph(DATASET_ID)
+
+
+@dataclass
+class Catalog:
+    app: Herald
+    settings: Settings
+    client: Client
+    files: LocalExportStore
+
+    @property
+    def store(self) -> TripleStore:
+        return catalog_runtime(self.app).triple_store
+
+    async def register(self, dataset: Dataset) -> None:
+        async with self.client.pool.connection() as conn:
+            await registry.register_dataset(conn, dataset)
+
+    async def run_until_finished(self, job_id: int) -> Row:
+        """Run an in-process worker until the job is terminal; its row."""
+        worker = Worker(self.app, settings=self.settings, concurrency=2)
+        running = asyncio.create_task(worker.run())
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                job = await self.client.get_job(job_id)
+                assert job is not None
+                if job["state"] not in ("waiting", "running"):
+                    return job
+                await asyncio.sleep(0.05)
+            raise AssertionError(f"job {job_id} did not finish")
+        finally:
+            worker.stop()
+            await running
+
+    async def version(self, version: int) -> registry.VersionRecord:
+        async with self.client.pool.connection() as conn:
+            record = await registry.get_version(conn, DATASET_ID, version)
+        assert record is not None
+        return record
+
+    def entry_versions(self) -> list[str]:
+        rows = self.store.select(
+            f"SELECT ?d ?v WHERE {{ GRAPH <{ENTRY}> "
+            "{ ?d <http://www.w3.org/ns/dcat#version> ?v } }"
+        )
+        return sorted(r["v"] for r in rows)
+
+
+@pytest.fixture
+async def catalog(settings: Settings, tmp_path: Path) -> AsyncIterator[Catalog]:
+    local = settings.with_(data_dir=tmp_path)
+    app = Herald()
+    register_catalog(app, local, CATALOG)
+    client = await Client.open(app, local)
+    try:
+        yield Catalog(app, local, client, LocalExportStore.for_settings(local))
+    finally:
+        await client.close()
+        close_embedded_store(local)
+
+
+def dataset(count: int = 1_500, **changes: Any) -> Dataset:
+    info = dataclasses.replace(HIGH_DATASET, **changes)
+    return Dataset(info, {"type": "generated", "count": count}, tier="high")
+
+
+async def test_republish_keeps_the_old_version(catalog: Catalog) -> None:
+    await catalog.register(dataset())
+    first = await request_publication(catalog.client, DATASET_ID)
+    again = await request_publication(catalog.client, DATASET_ID)
+    assert (first.outcome, first.version) == (Outcome.CREATED, 1)
+    assert (again.outcome, again.id) == (Outcome.IN_PROGRESS, first.id)
+    with pytest.raises(UnknownDataset):
+        await request_publication(catalog.client, "nowhere")
+    assert (await catalog.run_until_finished(first.id))["state"] == "succeeded"
+    v1 = await catalog.version(1)
+    assert v1.state == "published" and v1.job_id == first.id
+    assert sorted(f.format for f in v1.files) == ["csv", "json", "xml"]
+    assert catalog.entry_versions() == ["1"]
+
+    second = await request_publication(catalog.client, DATASET_ID)
+    assert (second.outcome, second.version) == (Outcome.CREATED, 2)
+    assert (await catalog.run_until_finished(second.id))["state"] == "succeeded"
+    assert (await catalog.version(2)).state == "published"
+    kept = await catalog.version(1)
+    assert kept.state == "published" and len(kept.files) == 3
+    for file in kept.files:  # v1's files are still there, unchanged
+        assert catalog.files.exists(file.store_key)
+        assert catalog.files.size(file.store_key) == file.byte_size
+    assert catalog.entry_versions() == ["2"]  # exactly one entry, the new version
+    async with catalog.client.pool.connection() as conn:
+        versions = await registry.list_versions(conn, DATASET_ID)
+    assert [(v.version, v.state) for v in versions] == [(2, "published"), (1, "published")]
+
+
+async def test_rejected_metadata_fails_at_once_and_cleanup_removes_the_files(
+    catalog: Catalog,
+) -> None:
+    await catalog.register(dataset())
+    good = await request_publication(catalog.client, DATASET_ID)
+    assert (await catalog.run_until_finished(good.id))["state"] == "succeeded"
+    await catalog.register(dataset(keywords=()))  # the high tier needs a keyword
+    bad = await request_publication(catalog.client, DATASET_ID)
+    job = await catalog.run_until_finished(bad.id)
+
+    # Permanent at the first attempt, in persist_data, with a readable report.
+    assert (job["state"], job["attempt"], job["step"]) == ("dead", 1, "persist_data")
+    message = job["errors"][-1]["message"]
+    assert "does not conform to the high tier" in message and "keyword" in message
+    failed = await catalog.version(2)
+    assert failed.state == "failed" and failed.error is not None
+    assert "dcat:keyword" in failed.error
+    assert failed.validation is not None and failed.validation["conforms"] is False
+    paths = {f["path"] for f in failed.validation["findings"]}
+    assert "dcat:keyword" in paths
+
+    # The failure record lists what the attempt produced ...
+    dead = await catalog.client.list_dead(key=DATASET_ID)
+    assert [d["job_id"] for d in dead] == [bad.id]
+    async with catalog.client.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT cleanup, cleanup_state FROM dead_letters WHERE job_id = %s", (bad.id,)
+        )
+        letter = await cur.fetchone()
+    assert letter is not None and letter["cleanup_state"] == "pending"
+    produced = sorted(f["key"] for f in letter["cleanup"]["files"])
+    assert produced == [f"{DATASET_ID}/v2/{DATASET_ID}.{ext}" for ext in ("csv", "json", "xml")]
+    assert all(catalog.files.exists(key) for key in produced)
+
+    # ... and the cleanup runner removes exactly those files, once and for all.
+    runner = CleanupRunner(catalog.app, catalog.client.pool)
+    assert await runner.run_once() == 1
+    assert runner.stats.done == 1
+    assert catalog.files.list(f"{DATASET_ID}/v2") == []
+    assert len(catalog.files.list(f"{DATASET_ID}/v1")) == 3
+    assert (await catalog.version(2)).files == ()
+    assert (await catalog.version(1)).state == "published"
+    assert catalog.entry_versions() == ["1"]  # the published entry was never touched
+    assert await runner.run_once() == 0
+
+
+async def test_a_dead_attempt_that_wrote_its_entry_is_undone(catalog: Catalog) -> None:
+    # persist_data fails after get_data and after its entry write: the transaction that
+    # marks the version published is refused (the version was taken out from under it).
+    await catalog.register(dataset())
+    first = await request_publication(catalog.client, DATASET_ID)
+    assert (await catalog.run_until_finished(first.id))["state"] == "succeeded"
+    second = await request_publication(catalog.client, DATASET_ID)
+    async with catalog.client.pool.connection() as conn:
+        await conn.execute(
+            "ALTER TABLE dataset_versions ADD CONSTRAINT no_v2 "
+            "CHECK (version <> 2 OR state <> 'published')"
+        )
+        await conn.execute("UPDATE jobs SET max_attempts = 1 WHERE id = %s", (second.id,))
+    job = await catalog.run_until_finished(second.id)
+    assert (job["state"], job["step"]) == ("dead", "persist_data")
+    assert catalog.entry_versions() == ["2"]  # written before the refusal
+    runner = CleanupRunner(catalog.app, catalog.client.pool)
+    assert await runner.run_once() == 1 and runner.stats.done == 1
+    assert catalog.entry_versions() == ["1"]  # back to the published version
+    assert catalog.files.list(f"{DATASET_ID}/v2") == []
+    undone = await catalog.version(2)
+    assert undone.state == "failed" and undone.error and "no_v2" in undone.error
+    # A new publication takes the next number; the failed one is not reused.
+    third = await request_publication(catalog.client, DATASET_ID)
+    assert third.version == 3
+
+
+async def test_deleting_versions_removes_files_and_entry(catalog: Catalog) -> None:
+    await catalog.register(dataset())
+    for expected in (1, 2):
+        admitted = await request_publication(catalog.client, DATASET_ID)
+        assert admitted.version == expected
+        assert (await catalog.run_until_finished(admitted.id))["state"] == "succeeded"
+    v2_keys = [f.store_key for f in (await catalog.version(2)).files]
+
+    deletion = await request_deletion(catalog.client, DATASET_ID, 2)
+    assert (await catalog.version(2)).state == "deleting"
+    job = await catalog.run_until_finished(deletion.id)
+    assert job["state"] == "succeeded"
+    assert job["result"] == {"deleted": sorted(v2_keys), "entry": "restored to version 1"}
+    gone = await catalog.version(2)
+    assert gone.state == "deleted" and gone.deleted_at is not None and gone.files == ()
+    assert not any(catalog.files.exists(key) for key in v2_keys)
+    assert catalog.entry_versions() == ["1"]
+
+    last = await request_deletion(catalog.client, DATASET_ID, 1)
+    assert (await catalog.run_until_finished(last.id))["result"]["entry"] == "removed"
+    assert catalog.entry_versions() == []
+    assert catalog.files.list(DATASET_ID) == []
+    with pytest.raises(CatalogError, match="already deleted"):
+        await request_deletion(catalog.client, DATASET_ID, 1)
+    with pytest.raises(registry.UnknownVersion):
+        await request_deletion(catalog.client, DATASET_ID, 7)
