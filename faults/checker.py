@@ -126,7 +126,19 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
         | {i for i, j in jobs.items() if j["state"] not in TERMINAL}
     )
     if lost:
-        violations.append(f"{len(lost)} job(s) lost (not terminal): {lost[:10]}")
+        # Say where they are: still under a live lease when the drain bound passed (the
+        # run was behind) reads very differently from waiting or from an expired lease.
+        where = Counter(
+            "missing"
+            if i not in jobs
+            else "running under a live lease"
+            if jobs[i].get("leased")
+            else str(jobs[i]["state"])
+            for i in lost
+        )
+        violations.append(
+            f"{len(lost)} job(s) lost (not terminal): {lost[:10]} ({dict(sorted(where.items()))})"
+        )
 
     effects_by_job: dict[int, list[Row]] = defaultdict(list)
     for effect in obs.effects:
