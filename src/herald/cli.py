@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from herald import tables, up
+from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
@@ -99,9 +100,14 @@ def _parser() -> argparse.ArgumentParser:
     scheduler.add_argument("--interval", type=float, default=5.0, help="seconds between ticks")
     scheduler.add_argument("--batch", type=int, default=100, help="most schedules fired per tick")
 
-    demo = sub.add_parser("demo", help="run Herald's demo end to end on the embedded database")
-    demo.add_argument("--jobs", type=int, default=2000)
+    demo = sub.add_parser(
+        "demo", help="publish a sample dataset to the catalog, end to end, on the embedded database"
+    )
+    demo.add_argument(
+        "--records", type=int, default=300_000, help="generated records (default 300,000)"
+    )
     up.add_commands(sub)  # apikey, serve, up
+    catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
     return parser
 
 
@@ -256,10 +262,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from herald.demo import run_demo
 
-            return asyncio.run(run_demo(settings, jobs=args.jobs))
+            return asyncio.run(run_demo(settings, records=args.records))
         if args.command in up.COMMANDS:
             return up.main(args, settings, lambda: load_app(app_spec))
         app = load_app(app_spec)
+        if args.command == catalog_cli.COMMAND:
+            return catalog_cli.main(app, settings, args)
         if args.command == "worker":
             return asyncio.run(_worker(app, settings, args))
         if args.command == "scheduler":

@@ -1,128 +1,260 @@
-"""``herald demo``: the engine end to end on the embedded database, then a summary.
+"""``herald demo``: publish a sample dataset to the open-data catalog, end to end.
 
-It admits a batch of jobs (bulk), shows that a second trigger for the same object is
-"already in progress", runs a two-step pipeline that fails once and resumes at its
-unfinished step, and dead-letters a job that can never succeed.
+On the embedded database and the embedded Oxigraph store under the data dir it
+registers a dataset of generated records, requests its publication, runs a worker and
+the cleanup runner in this process with a progress bar per step, then shows the
+version, its files, the validation result and where the DCAT-AP can be read.
+
+``herald.demo:app`` is also the CLI's default application (``herald worker``, ``up``,
+``serve``): the catalog kinds, bound to the settings of the environment when first used.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
+import datetime as dt
+import logging
+import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
-from herald import tables
-from herald.backoff import Backoff
-from herald.client import Client, JobSpec, open_connection
+from herald.catalog import datasets as registry
+from herald.catalog.datasets import Dataset, VersionRecord
+from herald.catalog.metadata import (
+    Agent,
+    Concept,
+    ContactPoint,
+    DatasetInfo,
+    License,
+    Location,
+    Period,
+    language,
+)
+from herald.catalog.pipeline import (
+    ProgressEvent,
+    catalog_runtime,
+    close_embedded_store,
+    register_catalog,
+    request_publication,
+    save_dataset,
+)
+from herald.catalog.publishing import CatalogSettings
+from herald.catalog.triplestore import export_catalog
+from herald.client import Client, open_connection
 from herald.config import Settings
-from herald.context import JobContext
-from herald.errors import Permanent
 from herald.migrate import migrate
+from herald.ops.cleanup import CleanupRunner
 from herald.registry import Herald
 from herald.worker import Worker
 
-app = Herald()
-_QUICK = Backoff(base=0.2, factor=2.0, cap=2.0)
+DEFAULT_RECORDS = 300_000
+DATASET_ID = "city-measurements"
+_TIMEOUT = 1800.0  # seconds: the demo gives up rather than wait forever
 
 
-@app.task("demo.render", queue="demo", backoff=_QUICK)
-async def render(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
-    await asyncio.sleep(random.uniform(0, 0.002))
-    return {"rendered": payload["n"] * 2}
+def create_app(settings: Settings | None = None) -> Herald:
+    """A Herald application with the catalog's kinds (``catalog.publish``, ...)."""
+    app = Herald()
+    register_catalog(app, settings or Settings.from_env())
+    return app
 
 
-publish = app.pipeline(
-    "demo.publish",
-    steps=["get_data", "persist_data"],
-    queue="demo",
-    backoff=_QUICK,
-    keep_forever=True,
-)
+_default_app: Herald | None = None
 
 
-@publish.step("get_data")
-async def get_data(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
-    await asyncio.sleep(0.05)
-    return {
-        "files": [f"{payload['dataset']}/v{ctx.version}/data.{ext}" for ext in ("json", "csv")],
-        "exported_on_attempt": ctx.attempt,
-    }
+def __getattr__(name: str) -> Any:
+    # ``app`` is built on first use, so importing this module reads no settings.
+    global _default_app
+    if name == "app":
+        if _default_app is None:
+            _default_app = create_app()
+        return _default_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@publish.step("persist_data")
-async def persist_data(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
-    if ctx.attempt == 1:
-        raise ConnectionError("catalog unreachable (simulated): retried from persist_data")
-    return {"published": ctx.checkpoint["files"], "persisted_on_attempt": ctx.attempt}
-
-
-@app.task("demo.broken", queue="demo", max_attempts=3)
-async def broken(ctx: JobContext, payload: dict[str, Any]) -> None:
-    raise Permanent("the target rejected this request (simulated): dead at once")
-
-
-async def run_demo(settings: Settings, jobs: int = 2000) -> int:
-    print(
-        "Herald demo: booting the database" + (" (embedded)" if not settings.database_url else "")
+def sample_dataset(records: int) -> Dataset:
+    """The demo's dataset: full DCAT-AP metadata, so it is published at the high tier."""
+    info = DatasetInfo(
+        id=DATASET_ID,
+        title="City measurements",
+        description=f"{records:,} generated measurements from the cities of the network.",
+        publisher=Agent(
+            "Herald demo office",
+            "https://example.org/herald-demo",
+            Concept("http://purl.org/adms/publishertype/NationalAuthority", "National authority"),
+        ),
+        license=License(
+            "https://creativecommons.org/licenses/by/4.0/",
+            Concept("http://purl.org/adms/licencetype/Attribution", "Attribution"),
+        ),
+        keywords=("measurements", "cities", "demo"),
+        themes=(
+            Concept(
+                "http://publications.europa.eu/resource/authority/data-theme/ENVI", "Environment"
+            ),
+        ),
+        contact_point=ContactPoint("Open data team", email="opendata@example.org"),
+        languages=(language("ENG"),),
+        spatial=Location(
+            "http://publications.europa.eu/resource/authority/continent/EUROPE",
+            bbox="POLYGON((-25 34, 45 34, 45 72, -25 72, -25 34))",
+            centroid="POINT(10 54)",
+        ),
+        temporal=Period(dt.date(2024, 1, 1), dt.date(2025, 11, 30)),
+        landing_page="https://example.org/herald-demo/city-measurements",
     )
+    return Dataset(info, {"type": "generated", "count": records}, tier="high")
+
+
+class ProgressBars:
+    """One plain-text bar per step, redrawn in place with ``\\r``."""
+
+    WIDTH = 30
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.step: str | None = None
+        self.started = time.monotonic()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.step != self.step:
+            if self.step is not None:
+                self.out.write("\n")
+            self.step = event.step
+            self.started = time.monotonic()
+        total = event.total
+        fraction = min(1.0, event.done / total) if total else (1.0 if event.finished else 0.0)
+        filled = int(fraction * self.WIDTH)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        if event.step == "get_data":
+            count = f"{event.done:,}" + (f"/{total:,} records" if total else " records")
+        else:
+            count = f"{event.done}/{total} (validate, write entry, publish)"
+        elapsed = time.monotonic() - self.started
+        self.out.write(f"\r  {event.step:<12} [{bar}] {fraction:4.0%} {count} {elapsed:5.1f}s")
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.step is not None:
+            self.out.write("\n")
+            self.out.flush()
+            self.step = None
+
+
+async def _wait_for(client: Client, job_id: int) -> dict[str, Any]:
+    deadline = time.monotonic() + _TIMEOUT
+    while True:
+        job = await client.get_job(job_id)
+        if job is None:
+            raise RuntimeError(f"job {job_id} disappeared")
+        if job["state"] not in ("waiting", "running") or time.monotonic() > deadline:
+            return job
+        await asyncio.sleep(0.1)
+
+
+def _show_version(record: VersionRecord) -> None:
+    print(f"\nDataset {record.dataset_id}, version {record.version}: {record.state}")
+    if not record.files:
+        return
+    name_width = max(len("FILE"), *(len(f.name) for f in record.files))
+    print(f"  {'FILE'.ljust(name_width)}  {'RECORDS':>9}  {'BYTES':>12}  SHA-256")
+    for f in record.files:
+        print(f"  {f.name.ljust(name_width)}  {f.record_count:>9,}  {f.byte_size:>12,}  {f.sha256}")
+
+
+async def run_demo(settings: Settings, records: int = DEFAULT_RECORDS) -> int:
+    """Publish the sample dataset; 0 when its version is published."""
+    if records < 0:
+        print("error: --records must not be negative", file=sys.stderr)
+        return 2
+    where = "embedded" if not settings.database_url else "configured"
+    print(f"Herald demo: {where} PostgreSQL, data in {settings.data_dir.resolve()}")
+    # The progress bars tell the story; routine log lines would break them up.
+    logging.getLogger("herald").setLevel(logging.WARNING)
     conn = await open_connection(settings)
     async with conn:
         applied = await migrate(conn, settings.schema)
-    print(f"  schema {settings.schema!r} ready ({len(applied)} migrations applied)")
-    async with await Client.open(app, settings) as client:
-        started = time.perf_counter()
-        admitted = await client.enqueue_many(
-            [JobSpec("demo.render", {"n": i}) for i in range(jobs)]
-        )
-        took = time.perf_counter() - started
-        print(f"  admitted {len(admitted)} jobs in one round trip ({took * 1000:.0f} ms)")
-        first = await client.enqueue("demo.publish", {"dataset": "air-quality"}, key="air-quality")
-        second = await client.enqueue("demo.publish", {"dataset": "air-quality"}, key="air-quality")
-        print(
-            f"  publish air-quality: job {first.id} v{first.version} {first.outcome.value}; "
-            f"second trigger -> job {second.id} {second.outcome.value}"
-        )
-        dead = await client.enqueue("demo.broken", {"reason": "demo"})
-
-        worker = Worker(app, queues=["demo"], concurrency=50, settings=settings)
-        runner = asyncio.create_task(worker.run())
-        watched = [a.id for a in admitted] + [first.id, dead.id]
-        started = time.perf_counter()
-        while True:
-            counts = await client.state_counts()
-            active = counts.get("waiting", 0) + counts.get("running", 0)
-            finished = sum(counts.values()) - active
-            print(f"\r  working: {finished}/{sum(counts.values())} finished", end="", flush=True)
-            if active == 0:
-                break
-            if time.perf_counter() - started > 120:
-                print("\n  gave up waiting after 120 s", flush=True)
-                break
-            await asyncio.sleep(0.2)
-        print(f"\n  drained in {time.perf_counter() - started:.2f} s")
-        worker.stop()
-        await runner
-
-        print("\nJobs by state")
-        counts = await client.state_counts()
-        print(tables.table([{"state": k, "jobs": v} for k, v in counts.items()], ["state", "jobs"]))
-        job = await client.get_job(first.id)
-        assert job is not None
-        print(
-            f"\nPipeline job {first.id} (version {job['version']}): state {job['state']}, "
-            f"attempt {job['attempt']}, step {job['step']}"
-        )
-        print(f"  checkpoint: {job['checkpoint']}")
-        print(f"  result:     {job['result']}")
-        if job["errors"]:
-            print(f"  error seen: {job['errors'][-1]['message']}")
-        print("\nDead letters")
-        print(
-            tables.table(
-                await client.list_dead(limit=5),
-                ["job_id", "kind", "attempt", "reason", "last_error"],
+    print(f"  schema {settings.schema!r} ready ({len(applied)} migrations applied now)")
+    catalog = CatalogSettings.from_env()
+    app = Herald()
+    register_catalog(app, settings, catalog)
+    runtime = catalog_runtime(app)
+    bars = ProgressBars(sys.stdout)
+    runtime.observers.append(bars)
+    try:
+        async with await Client.open(app, settings) as client:
+            dataset, created = await save_dataset(client, sample_dataset(records))
+            print(
+                f"  {'registered' if created else 'updated'} dataset {dataset.id!r} "
+                f"({records:,} generated records, {dataset.tier} tier)"
             )
+            admitted = await request_publication(client, dataset.id)
+            note = "" if admitted.outcome.value == "created" else " (already in progress)"
+            print(f"  publication: job {admitted.id}, version {admitted.version}{note}\n")
+            job = await _run_jobs(app, settings, client, admitted.id)
+            bars.close()
+            async with client.pool.connection() as c:
+                record = await registry.get_version(c, dataset.id, admitted.version)
+            if record is None:
+                print(f"error: version {admitted.version} was not recorded", file=sys.stderr)
+                return 1
+            return _summary(settings, catalog, runtime.triple_store, job, record)
+    finally:
+        bars.close()
+        close_embedded_store(settings)
+
+
+async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int) -> dict[str, Any]:
+    """Run a worker and the cleanup runner here until the job is finished."""
+    worker = Worker(app, settings=settings, concurrency=4, name="herald-demo")
+    cleanup = await CleanupRunner.open(app, settings, interval=1.0)
+    stop_cleanup = asyncio.Event()
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(cleanup.run(stop_cleanup))]
+    try:
+        job = await _wait_for(client, job_id)
+        if job["state"] == "dead":  # let the cleanup runner undo the failed attempt
+            await cleanup.run_once()
+        return job
+    finally:
+        worker.stop()
+        stop_cleanup.set()
+        await asyncio.gather(*tasks)
+        await cleanup.close()
+
+
+def _summary(
+    settings: Settings,
+    catalog: CatalogSettings,
+    store: Any,
+    job: dict[str, Any],
+    record: VersionRecord,
+) -> int:
+    _show_version(record)
+    if record.state != "published":
+        print(f"\nPublication job {job['id']} ended {job['state']}.")
+        if record.error:
+            print(record.error)
+        elif job["errors"]:
+            print(job["errors"][-1]["message"])
+        return 1
+    validation = record.validation or {}
+    findings = validation.get("findings", [])
+    verdict = "conforms" if validation.get("conforms") else "does not conform"
+    print(
+        f"\nValidation (SHACL, DCAT-AP {validation.get('tier', '?')} tier): {verdict}, "
+        f"{len(findings)} finding(s)"
+    )
+    for finding in findings:
+        print(
+            f"  - {finding['severity']}: {finding['focus_node']} {finding['path']}: "
+            f"{finding['message']}"
         )
-        del watched
+    export_path = (settings.data_dir / "catalog.ttl").resolve()
+    export_path.write_bytes(export_catalog(store, "turtle"))
+    urls = catalog.urls
+    print("\nDCAT-AP")
+    print(f"  Turtle export of the catalog: {export_path}")
+    print(f"  served by `herald up` at:     {urls.catalog_graph}")
+    print(f"  this version:                 {urls.version(record.dataset_id, record.version)}")
+    print(f"  files under:                  {(settings.data_dir / 'exports').resolve()}")
     return 0

@@ -18,11 +18,12 @@ version is marked failed. All of it is idempotent; a published version is never 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from rdflib import Graph
 
 from herald import sql
 from herald.catalog import datasets as registry
-from herald.catalog.datasets import Dataset, UnknownDataset, UnknownVersion
+from herald.catalog.datasets import Dataset, UnknownDataset, UnknownVersion, check_dataset
 from herald.catalog.errors import CatalogError
 from herald.catalog.export import ExportedFile, ExportResult, version_prefix
 from herald.catalog.publishing import (
@@ -52,10 +53,19 @@ from herald.context import JobContext
 from herald.db import AsyncConn, connect, conninfo, database_url
 from herald.errors import Permanent
 from herald.registry import Herald
+from herald.schedules import (
+    ScheduleError,
+    ScheduleSpec,
+    create_schedule,
+    delete_schedule,
+    get_schedule,
+    update_schedule,
+)
 
 PUBLISH = "catalog.publish"
 DELETE_VERSION = "catalog.delete_version"
 STEPS = ["get_data", "persist_data"]
+CATALOG_ACTOR = "catalog"  # who the audit log names for schedule changes of datasets
 HEARTBEAT_EVERY = 3.0  # seconds between lease heartbeats during an export
 
 
@@ -228,6 +238,77 @@ async def request_deletion(client: Client, dataset_id: str, version: int) -> Enq
         return admitted
 
 
+# --- registration -----------------------------------------------------------------------
+
+RECURRENCE_FIELDS = ("frequency", "timezone", "at", "weekday", "day", "cron", "misfire")
+
+
+def recurrence_spec(dataset_id: str, recurrence: Mapping[str, Any]) -> ScheduleSpec:
+    """The schedule of a dataset's recurrence: ``{"frequency": "daily", "timezone":
+    "Europe/Brussels", "at": "02:00"}`` (also ``weekday``, ``day``, ``cron``, ``misfire``)."""
+    unknown = set(recurrence) - set(RECURRENCE_FIELDS)
+    if unknown:
+        raise ScheduleError(f"unknown recurrence field(s): {', '.join(sorted(unknown))}")
+    at = recurrence.get("at")
+    if at is not None and not isinstance(at, dt.time):
+        try:
+            at = dt.time.fromisoformat(str(at))
+        except ValueError:
+            raise ScheduleError(
+                f"recurrence 'at' must be a time such as 02:00, got {at!r}"
+            ) from None
+    spec = ScheduleSpec(
+        kind=PUBLISH,
+        key=dataset_id,
+        frequency=str(recurrence.get("frequency", "")),
+        timezone=str(recurrence.get("timezone", "UTC")),
+        at=at,
+        weekday=recurrence.get("weekday"),
+        day=recurrence.get("day"),
+        cron=recurrence.get("cron"),
+        payload={"dataset_id": dataset_id},
+        misfire=str(recurrence.get("misfire", "once")),
+    )
+    spec.validate()
+    return spec
+
+
+async def save_dataset(
+    client: Client, dataset: Dataset, recurrence: Mapping[str, Any] | None = None
+) -> tuple[Dataset, bool]:
+    """Register (or update) ``dataset`` with its optional recurrence, in one transaction.
+
+    A recurrence is a schedule of ``catalog.publish`` keyed by the dataset id: created,
+    changed in place, or deleted when the dataset is registered again without one.
+    Returns the stored dataset and whether it was new; bad input writes nothing.
+    """
+    check_dataset(dataset)
+    spec = None if recurrence is None else recurrence_spec(dataset.id, recurrence)
+    reason = "dataset registered"
+    async with client.pool.connection() as conn, conn.transaction():
+        existing = await registry.get_dataset(conn, dataset.id)
+        schedule_id = existing.schedule_id if existing is not None else None
+        if schedule_id is not None and await get_schedule(conn, schedule_id) is None:
+            schedule_id = None
+        if spec is not None and schedule_id is not None:
+            changes = {f: getattr(spec, f) for f in ("frequency", "timezone", "at", "weekday")}
+            changes.update(day=spec.day, cron=spec.cron, misfire=spec.misfire)
+            await update_schedule(
+                conn, schedule_id, actor=CATALOG_ACTOR, reason=reason, app=client.app, **changes
+            )
+        elif spec is not None:
+            row = await create_schedule(conn, spec, app=client.app)
+            schedule_id = int(row["id"])
+        elif schedule_id is not None:
+            await delete_schedule(
+                conn, schedule_id, actor=CATALOG_ACTOR, reason=f"{reason} without a recurrence"
+            )
+            schedule_id = None
+        return await registry.register_dataset(
+            conn, dataclasses.replace(dataset, schedule_id=schedule_id)
+        )
+
+
 # --- the jobs ---------------------------------------------------------------------------
 
 
@@ -292,6 +373,7 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
 
     total = _expected_records(dataset)
     heartbeat = _ThreadHeartbeat(ctx, runtime, dataset_id, total)
+    runtime.notify(ProgressEvent(dataset_id, version, "get_data", 0, total))
     result = await asyncio.to_thread(
         export_version,
         dataset,
