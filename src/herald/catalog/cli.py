@@ -22,26 +22,18 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from herald import tables
-from herald.catalog import datasets as registry
-from herald.catalog.datasets import Dataset
 from herald.catalog.errors import MetadataError
-from herald.catalog.metadata import (
-    Agent,
-    Concept,
-    ContactPoint,
-    DatasetInfo,
-    License,
-    Location,
-    Period,
-    language,
-)
-from herald.catalog.pipeline import request_publication, save_dataset
-from herald.client import Client
-from herald.config import Settings
-from herald.registry import Herald
+
+if TYPE_CHECKING:
+    from herald.catalog.datasets import Dataset
+    from herald.catalog.metadata import Concept
+    from herald.config import Settings
+    from herald.registry import Herald
+
+# The domain modules (rdflib, SHACL) are imported when a dataset command runs, so
+# they do not slow down every other ``herald`` command.
 
 COMMAND = "dataset"
 _FIELDS = {
@@ -88,6 +80,8 @@ def _texts(data: Mapping[str, Any], name: str) -> tuple[str, ...]:
 
 
 def _concept(value: Any, what: str) -> Concept:
+    from herald.catalog.metadata import Concept
+
     if not isinstance(value, dict) or not all(
         isinstance(value.get(k), str) for k in ("uri", "label")
     ):
@@ -104,6 +98,17 @@ def _date(value: Any, what: str) -> dt.date:
 
 def parse_dataset(data: Any, base_dir: Path | None = None) -> tuple[Dataset, dict[str, Any] | None]:
     """A dataset and its optional recurrence from its JSON description (see module doc)."""
+    from herald.catalog.datasets import Dataset
+    from herald.catalog.metadata import (
+        Agent,
+        ContactPoint,
+        DatasetInfo,
+        License,
+        Location,
+        Period,
+        language,
+    )
+
     if not isinstance(data, dict):
         raise MetadataError("a dataset description is a JSON object")
     unknown = set(data) - _FIELDS
@@ -206,6 +211,11 @@ async def _run(
     args: argparse.Namespace,
     spec: tuple[Dataset, dict[str, Any] | None] | None,
 ) -> int:
+    from herald import tables
+    from herald.catalog import datasets as registry
+    from herald.catalog.pipeline import request_publication, save_dataset
+    from herald.client import Client
+
     async with await Client.open(app, settings) as client:
         command = args.dataset_command
         if spec is not None:
