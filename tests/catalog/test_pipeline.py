@@ -229,3 +229,46 @@ async def test_deleting_versions_removes_files_and_entry(catalog: Catalog) -> No
         await request_deletion(catalog.client, DATASET_ID, 1)
     with pytest.raises(registry.UnknownVersion):
         await request_deletion(catalog.client, DATASET_ID, 7)
+
+
+async def test_an_unreachable_triple_store_fails_persist_data_after_get_data(
+    settings: Settings, tmp_path: Path
+) -> None:
+    local = settings.with_(data_dir=tmp_path)
+    closed = "http://127.0.0.1:9"  # nothing listens on the discard port
+    unreachable = CatalogSettings(
+        public_url="https://data.example.org",
+        sparql_query_url=f"{closed}/query",
+        sparql_update_url=f"{closed}/update",
+    )
+    app = Herald()
+    register_catalog(app, local, unreachable)
+    async with await Client.open(app, local) as client:
+        catalog = Catalog(app, local, client, LocalExportStore.for_settings(local))
+        await catalog.register(dataset())
+        admitted = await request_publication(client, DATASET_ID)
+        async with client.pool.connection() as conn:  # one attempt, to keep it short
+            await conn.execute("UPDATE jobs SET max_attempts = 1 WHERE id = %s", (admitted.id,))
+        job = await catalog.run_until_finished(admitted.id)
+        assert (job["state"], job["step"]) == ("dead", "persist_data")
+        assert "127.0.0.1:9" in job["errors"][-1]["message"]
+        produced = catalog.files.list(f"{DATASET_ID}/v1")
+        assert len(produced) == 3  # get_data finished: its files are complete and visible
+
+        runner = CleanupRunner(app, client.pool)
+        assert await runner.run_once() == 1
+        assert catalog.files.list(DATASET_ID) == []  # that attempt's files are gone
+        failed = await catalog.version(1)
+        assert failed.state == "failed" and failed.files == ()
+        assert failed.error is not None and "127.0.0.1:9" in failed.error
+        # Its entry may have been written before the store went away: the cleanup keeps
+        # the record pending, with the error, until the store answers again.
+        assert runner.stats.failed == 1
+        async with client.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT cleanup_state, cleanup_last_error FROM dead_letters WHERE job_id = %s",
+                (admitted.id,),
+            )
+            letter = await cur.fetchone()
+        assert letter is not None and letter["cleanup_state"] == "pending"
+        assert "127.0.0.1:9" in letter["cleanup_last_error"]

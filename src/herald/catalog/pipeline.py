@@ -20,13 +20,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import threading
 import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -45,12 +40,20 @@ from herald.catalog.publishing import (
     export_version,
     write_entry,
 )
-from herald.catalog.store import LocalExportStore
-from herald.catalog.triplestore import OxigraphStore, TripleStore, delete_entry, replace_entry
+from herald.catalog.runtime import (
+    CatalogRuntime,
+    ProgressEvent,
+    ProgressObserver,
+    attach_runtime,
+    catalog_runtime,
+    close_embedded_store,
+    shared_triple_store,
+)
+from herald.catalog.triplestore import TripleStore, delete_entry, replace_entry
 from herald.client import Client, Enqueued, Outcome
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn, connect, conninfo, database_url
+from herald.db import AsyncConn
 from herald.errors import Permanent
 from herald.registry import Herald
 from herald.schedules import (
@@ -62,103 +65,27 @@ from herald.schedules import (
     update_schedule,
 )
 
+__all__ = [
+    "DELETE_VERSION",
+    "PUBLISH",
+    "CatalogRuntime",
+    "ProgressEvent",
+    "ProgressObserver",
+    "catalog_runtime",
+    "close_embedded_store",
+    "recurrence_spec",
+    "register_catalog",
+    "request_deletion",
+    "request_publication",
+    "save_dataset",
+    "shared_triple_store",
+]
+
 PUBLISH = "catalog.publish"
 DELETE_VERSION = "catalog.delete_version"
 STEPS = ["get_data", "persist_data"]
 CATALOG_ACTOR = "catalog"  # who the audit log names for schedule changes of datasets
 HEARTBEAT_EVERY = 3.0  # seconds between lease heartbeats during an export
-
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    """Progress of one step of one publication (``total`` None when unknown)."""
-
-    dataset_id: str
-    version: int
-    step: str
-    done: int
-    total: int | None
-    finished: bool = False
-
-
-ProgressObserver = Callable[[ProgressEvent], None]
-
-# The embedded store may be opened by one process only: every user in this process
-# (workers, cleanup, API) shares one instance per location.
-_EMBEDDED: dict[Path, OxigraphStore] = {}
-_EMBEDDED_LOCK = threading.Lock()
-
-
-def shared_triple_store(settings: Settings, catalog: CatalogSettings) -> TripleStore:
-    """The configured triple store: the SPARQL endpoint, or this process's embedded one."""
-    if catalog.sparql_query_url and catalog.sparql_update_url:
-        return catalog.open_triple_store(settings)
-    path = (settings.data_dir / "triplestore").resolve()
-    with _EMBEDDED_LOCK:
-        store = _EMBEDDED.get(path)
-        if store is None:
-            store = _EMBEDDED[path] = OxigraphStore(path)
-        return store
-
-
-def close_embedded_store(settings: Settings) -> None:
-    """Flush and forget this process's embedded store under ``settings.data_dir``."""
-    path = (settings.data_dir / "triplestore").resolve()
-    with _EMBEDDED_LOCK:
-        store = _EMBEDDED.pop(path, None)
-    if store is not None:
-        store.close()
-
-
-@dataclass
-class CatalogRuntime:
-    """What the catalog jobs of one application use: stores, database, observers."""
-
-    settings: Settings
-    catalog: CatalogSettings
-    observers: list[ProgressObserver] = field(default_factory=list)
-    _conninfo: str | None = None
-    _triple_store: TripleStore | None = None
-
-    @property
-    def export_store(self) -> LocalExportStore:
-        return LocalExportStore.for_settings(self.settings)
-
-    @property
-    def triple_store(self) -> TripleStore:
-        if self._triple_store is None:
-            self._triple_store = shared_triple_store(self.settings, self.catalog)
-        return self._triple_store
-
-    @property
-    def conninfo(self) -> str:
-        if self._conninfo is None:
-            url = database_url(self.settings)
-            self._conninfo = conninfo(url, self.settings.schema, "herald-catalog")
-        return self._conninfo
-
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConn]:
-        conn = await connect(self.conninfo)
-        try:
-            yield conn
-        finally:
-            await conn.close()
-
-    def notify(self, event: ProgressEvent) -> None:
-        for observe in list(self.observers):
-            observe(event)
-
-
-_RUNTIMES: weakref.WeakKeyDictionary[Herald, CatalogRuntime] = weakref.WeakKeyDictionary()
-
-
-def catalog_runtime(app: Herald) -> CatalogRuntime:
-    """The runtime :func:`register_catalog` attached to ``app``."""
-    try:
-        return _RUNTIMES[app]
-    except KeyError:
-        raise LookupError("the catalog kinds are not registered on this application") from None
 
 
 # --- admission --------------------------------------------------------------------------
@@ -320,7 +247,7 @@ def register_catalog(
     ``catalog`` defaults to :meth:`CatalogSettings.from_env`.
     """
     runtime = CatalogRuntime(settings, catalog or CatalogSettings.from_env())
-    _RUNTIMES[app] = runtime
+    attach_runtime(app, runtime)
     publish = app.pipeline(PUBLISH, steps=STEPS, keep_forever=True)
 
     @publish.step("get_data")
@@ -539,19 +466,18 @@ async def _compensate(runtime: CatalogRuntime, dead_letter: dict[str, Any]) -> N
             return
         keys = [str(f["key"]) for f in produced.get("files", [])]
         await _remove_files(runtime, dataset_id, version, keys)
+        if record is not None:  # the version shows the failure even if the store is down
+            async with conn.transaction():
+                await registry.forget_files(conn, dataset_id, version)
+                if record.active:
+                    await registry.transition(
+                        conn, dataset_id, version, "failed", error=_last_error(dead_letter)
+                    )
         if produced.get("entry_written"):
             graph = runtime.catalog.urls.entry_graph(dataset_id)
             shown = await asyncio.to_thread(_entry_version, runtime.triple_store, graph)
             if shown == version:
                 await _restore_entry(runtime, conn, dataset_id)
-        if record is None:
-            return
-        async with conn.transaction():
-            await registry.forget_files(conn, dataset_id, version)
-            if record.active:
-                await registry.transition(
-                    conn, dataset_id, version, "failed", error=_last_error(dead_letter)
-                )
 
 
 def _last_error(dead_letter: dict[str, Any]) -> str:
