@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from herald.api import health, jobs, operations, problems, schedules
+from herald.api import catalog, health, jobs, operations, problems, schedules
 from herald.api.state import ApiSettings, ApiState
 from herald.client import Client
 from herald.config import Settings
@@ -90,5 +90,6 @@ def create_app(
     app.include_router(jobs.router)
     app.include_router(operations.router)
     app.include_router(schedules.router)
+    app.include_router(catalog.router)
     app.include_router(health.router)
     return app

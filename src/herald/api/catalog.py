@@ -1,0 +1,505 @@
+"""``/v1/datasets``, ``/v1/catalog`` and ``/v1/sparql``: the open-data catalog over HTTP.
+
+Registering a dataset (and its recurrence) and requesting a publication need ``submit``;
+reading needs ``read``; deleting a version needs ``operate``. A publication answers 202
+with the job, the new version number and the version's status URL. Files are served at
+the download URLs the DCAT-AP names; the catalog and each version's metadata come as
+Turtle, JSON-LD or RDF/XML by content negotiation; the SPARQL endpoint is read-only.
+"""
+
+from __future__ import annotations
+
+from datetime import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from rdflib import Graph
+from starlette.concurrency import run_in_threadpool
+
+from herald.api.auth import Principal, require
+from herald.api.catalog_downloads import file_response
+from herald.api.catalog_rdf import (
+    RDF_SYNTAXES,
+    negotiate,
+    query_from_body,
+    rdf_response,
+    run_sparql,
+)
+from herald.api.models import Strict
+from herald.api.problems import Problem, not_found, responses
+from herald.api.state import ApiState, State
+from herald.catalog.datasets import (
+    Dataset,
+    FileRecord,
+    UnknownDataset,
+    UnknownVersion,
+    VersionRecord,
+    get_dataset,
+    get_version,
+    list_datasets,
+    list_versions,
+)
+from herald.catalog.errors import CatalogError, MetadataError, SourceError
+from herald.catalog.metadata import Agent, Concept, ContactPoint, DatasetInfo, License, language
+from herald.catalog.pipeline import (
+    catalog_runtime,
+    request_deletion,
+    request_publication,
+    save_dataset,
+    shared_triple_store,
+)
+from herald.catalog.publishing import CatalogSettings
+from herald.catalog.store import ExportStore, LocalExportStore
+from herald.catalog.triplestore import TripleStore, export_catalog
+from herald.client import Enqueued
+
+router = APIRouter(tags=["catalog"])
+Submitter = Annotated[Principal, Depends(require("submit"))]
+Reader = Annotated[Principal, Depends(require("read"))]
+Operator = Annotated[Principal, Depends(require("operate"))]
+
+SEGMENT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # as the export store names paths
+DatasetId = Annotated[str, Path(pattern=SEGMENT, description="the dataset's id")]
+VersionNo = Annotated[int, Path(ge=1, le=2**31 - 1)]
+FileName = Annotated[str, Path(pattern=SEGMENT)]
+Text = Annotated[str, Field(max_length=100_000, pattern=r"^[^\x00]*$")]
+Line = Annotated[str, Field(min_length=1, max_length=1000, pattern=r"^[^\x00]*[^\s\x00][^\x00]*$")]
+Uri = Annotated[str, Field(min_length=3, max_length=2000, pattern=r"^[A-Za-z][A-Za-z0-9+.-]*:\S+$")]
+
+
+class PublisherIn(Strict):
+    name: Line
+    uri: Uri
+
+
+class ThemeIn(Strict):
+    uri: Uri
+    label: Annotated[str, Field(max_length=1000, pattern=r"^[^\x00]*$")]
+
+
+class ContactIn(Strict):
+    name: Line
+    email: (
+        Annotated[str, Field(max_length=320, pattern=r"^(mailto:)?[^@\s<>]+@[^@\s<>]+$")] | None
+    ) = None
+    url: Uri | None = None
+
+
+class RecurrenceIn(Strict):
+    """When to republish, as a schedule (see ``/v1/schedules``)."""
+
+    frequency: Literal["daily", "weekly", "monthly", "cron"]
+    timezone: Annotated[str, Field(pattern=r"^[A-Za-z0-9_+\-/]{1,100}$")] = "UTC"
+    at: time | None = None
+    weekday: Annotated[int, Field(ge=1, le=7)] | None = None
+    day: Annotated[int, Field(ge=1, le=31)] | None = None
+    cron: Annotated[str, Field(max_length=200, pattern=r"^[0-9A-Za-z*/,\- ?#]+$")] | None = None
+    misfire: Literal["once", "skip", "all"] = "once"
+
+
+class DatasetIn(Strict):
+    id: Annotated[str, Field(pattern=SEGMENT)]
+    title: Line
+    description: Text
+    publisher: PublisherIn
+    license: Uri | None = None
+    keywords: Annotated[list[Line], Field(max_length=100)] = []
+    themes: Annotated[list[ThemeIn], Field(max_length=100)] = []
+    contact_point: ContactIn | None = None
+    languages: Annotated[
+        list[Annotated[str, Field(pattern=r"^[A-Za-z]{3}$")]], Field(max_length=50)
+    ] = Field(default=[], description="three-letter codes such as ENG")
+    source: dict[str, Any] = Field(
+        description='where the records come from, e.g. {"type": "generated", "count": 1000},'
+        ' {"type": "csv", "path": "data/x.csv"} or {"type": "postgres_table", "table": "t"}'
+    )
+    tier: Literal["basic", "high"] = "basic"
+    recurrence: RecurrenceIn | None = None
+
+
+class PublicationOut(BaseModel):
+    id: int  # the job
+    version: int
+    outcome: Literal["created", "in_progress", "replay"]
+    status_url: str
+    job_url: str
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _stores(state: ApiState) -> tuple[ExportStore, TripleStore]:
+    """The stores the catalog jobs of this application use (shared in this process)."""
+    try:
+        runtime = catalog_runtime(state.app)
+    except LookupError:  # an API in front of workers elsewhere: same locations
+        store = shared_triple_store(state.settings, CatalogSettings.from_env())
+        return LocalExportStore.for_settings(state.settings), store
+    return runtime.export_store, runtime.triple_store
+
+
+def _dataset_url(dataset_id: str) -> str:
+    return f"/v1/datasets/{dataset_id}"
+
+
+def _version_url(dataset_id: str, version: int) -> str:
+    return f"{_dataset_url(dataset_id)}/versions/{version}"
+
+
+def _dataset_out(dataset: Dataset) -> dict[str, Any]:
+    info = dataset.info
+    publisher = info.publisher
+    contact = info.contact_point
+    return {
+        "id": info.id,
+        "title": info.title,
+        "description": info.description,
+        "publisher": {"name": publisher.name, "uri": publisher.uri} if publisher else None,
+        "license": info.license.uri if info.license else None,
+        "keywords": list(info.keywords),
+        "themes": [{"uri": t.uri, "label": t.label} for t in info.themes],
+        "contact_point": (
+            {"name": contact.name, "email": contact.email, "url": contact.url} if contact else None
+        ),
+        "languages": list(info.languages),
+        "source": dict(dataset.source),
+        "tier": dataset.tier,
+        "schedule_id": dataset.schedule_id,
+        "next_version": dataset.next_version,
+        "versions_url": f"{_dataset_url(info.id)}/versions",
+    }
+
+
+def _file_out(dataset_id: str, version: int, file: FileRecord) -> dict[str, Any]:
+    return {
+        "name": file.name,
+        "format": file.format,
+        "media_type": file.media_type,
+        "byte_size": file.byte_size,
+        "record_count": file.record_count,
+        "sha256": file.sha256,
+        "download_url": f"{_version_url(dataset_id, version)}/files/{file.name}",
+    }
+
+
+def _version_out(record: VersionRecord, step: str | None = None) -> dict[str, Any]:
+    url = _version_url(record.dataset_id, record.version)
+    return {
+        "dataset_id": record.dataset_id,
+        "version": record.version,
+        "state": record.state,
+        "step": step,
+        "job_id": record.job_id,
+        "job_url": f"/v1/jobs/{record.job_id}" if record.job_id else None,
+        "record_count": record.record_count,
+        "files": [_file_out(record.dataset_id, record.version, f) for f in record.files],
+        "validation": record.validation,
+        "error": record.error,
+        "metadata_url": url if record.metadata else None,
+        "metadata_media_types": list(RDF_SYNTAXES) if record.metadata else [],
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "published_at": record.published_at,
+        "deleted_at": record.deleted_at,
+        "status_url": url,
+    }
+
+
+async def _version(state: ApiState, dataset_id: str, version: int) -> VersionRecord:
+    async with state.client.pool.connection() as conn:
+        if await get_dataset(conn, dataset_id) is None:
+            raise not_found("dataset", repr(dataset_id))
+        record = await get_version(conn, dataset_id, version)
+    if record is None:
+        raise Problem(404, "not-found", f"dataset {dataset_id!r} has no version {version}")
+    return record
+
+
+def _enqueued(dataset_id: str, admitted: Enqueued, response: Response) -> PublicationOut:
+    url = _version_url(dataset_id, admitted.version)
+    response.headers["Location"] = url
+    return PublicationOut(
+        id=admitted.id,
+        version=admitted.version,
+        outcome=admitted.outcome.value,
+        status_url=url,
+        job_url=f"/v1/jobs/{admitted.id}",
+    )
+
+
+def _info(body: DatasetIn) -> DatasetInfo:
+    contact = body.contact_point
+    return DatasetInfo(
+        id=body.id,
+        title=body.title,
+        description=body.description,
+        publisher=Agent(body.publisher.name, body.publisher.uri),
+        license=License(body.license) if body.license else None,
+        keywords=tuple(body.keywords),
+        themes=tuple(Concept(t.uri, t.label) for t in body.themes),
+        contact_point=ContactPoint(contact.name, contact.email, contact.url) if contact else None,
+        languages=tuple(language(code) for code in body.languages),
+    )
+
+
+# --- datasets -----------------------------------------------------------------------------
+
+
+@router.post(
+    "/v1/datasets",
+    status_code=201,
+    responses=responses(401, 403, 422),
+    summary="Register a dataset, or update its description (200)",
+)
+async def register(
+    body: DatasetIn, response: Response, state: State, _: Submitter
+) -> dict[str, Any]:
+    """A recurrence creates (or changes) the schedule that republishes the dataset;
+    registering again without one removes it."""
+    dataset = Dataset(info=_info(body), source=body.source, tier=body.tier)
+    recurrence = body.recurrence.model_dump(exclude_none=True) if body.recurrence else None
+    try:
+        saved, created = await save_dataset(state.client, dataset, recurrence)
+    except (MetadataError, SourceError) as exc:
+        raise Problem(422, "invalid-dataset", str(exc)) from None
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = _dataset_url(saved.id)
+    return _dataset_out(saved)
+
+
+@router.get("/v1/datasets", responses=responses(401, 403, 422), summary="List datasets")
+async def index(
+    state: State, _: Reader, limit: Annotated[int, Query(ge=1, le=1000)] = 1000
+) -> list[dict[str, Any]]:
+    async with state.client.pool.connection() as conn:
+        return [_dataset_out(d) for d in await list_datasets(conn, limit)]
+
+
+@router.get(
+    "/v1/datasets/{dataset_id}",
+    responses=responses(401, 403, 404, 422),
+    summary="Show a dataset",
+)
+async def show(dataset_id: DatasetId, state: State, _: Reader) -> dict[str, Any]:
+    async with state.client.pool.connection() as conn:
+        dataset = await get_dataset(conn, dataset_id)
+    if dataset is None:
+        raise not_found("dataset", repr(dataset_id))
+    return _dataset_out(dataset)
+
+
+@router.post(
+    "/v1/datasets/{dataset_id}/publications",
+    status_code=202,
+    response_model=PublicationOut,
+    responses=responses(401, 403, 404, 422),
+    summary="Publish a new version (or find the one in progress)",
+)
+async def publish(
+    dataset_id: DatasetId, response: Response, state: State, _: Submitter
+) -> PublicationOut:
+    """202 with the job, the version number and the version's status URL (also in
+    ``Location``); while a publication is active, that one (``in_progress``)."""
+    try:
+        admitted = await request_publication(state.client, dataset_id)
+    except UnknownDataset as exc:
+        raise Problem(404, "not-found", str(exc)) from None
+    return _enqueued(dataset_id, admitted, response)
+
+
+# --- versions -----------------------------------------------------------------------------
+
+
+@router.get(
+    "/v1/datasets/{dataset_id}/versions",
+    responses=responses(401, 403, 404, 422),
+    summary="A dataset's versions, highest first",
+)
+async def versions(dataset_id: DatasetId, state: State, _: Reader) -> list[dict[str, Any]]:
+    async with state.client.pool.connection() as conn:
+        if await get_dataset(conn, dataset_id) is None:
+            raise not_found("dataset", repr(dataset_id))
+        records = await list_versions(conn, dataset_id)
+    return [_version_out(r) for r in records]
+
+
+@router.get(
+    "/v1/datasets/{dataset_id}/versions/{version}",
+    responses={
+        **responses(401, 403, 404, 406, 422),
+        200: {
+            "description": "The version's state, step, files and validation report (JSON), "
+            "or its DCAT-AP as Turtle, JSON-LD or RDF/XML by Accept",
+            "content": {"application/json": {}, **{m: {} for m in RDF_SYNTAXES}},
+        },
+    },
+    summary="A version: state, step, files, validation report, DCAT-AP",
+)
+async def version_status(
+    dataset_id: DatasetId, version: VersionNo, request: Request, state: State, _: Reader
+) -> Any:
+    chosen = negotiate(request.headers.get("accept"), ["application/json", *RDF_SYNTAXES])
+    record = await _version(state, dataset_id, version)
+    if chosen != "application/json":
+        if record.metadata is None:
+            raise Problem(
+                404,
+                "no-metadata",
+                f"version {version} of {dataset_id!r} has no DCAT-AP ({record.state})",
+            )
+        graph = Graph().parse(data=record.metadata, format="turtle")
+        return await rdf_response(graph, chosen)
+    step = None
+    if record.job_id is not None:
+        job = await state.client.get_job(record.job_id)
+        step = job["step"] if job else None
+    body = _version_out(record, step)
+    links = ", ".join(
+        f'<{body["status_url"]}>; rel="describedby"; type="{m}"' for m in RDF_SYNTAXES
+    )
+    return _json(body, {"Link": links} if record.metadata else {})
+
+
+def _json(body: dict[str, Any], headers: dict[str, str]) -> Response:
+    return JSONResponse(jsonable_encoder(body), headers=headers)
+
+
+@router.delete(
+    "/v1/datasets/{dataset_id}/versions/{version}",
+    status_code=202,
+    response_model=PublicationOut,
+    responses=responses(401, 403, 404, 409, 422),
+    summary="Remove a version's files and catalog entry (as a job)",
+)
+async def delete_version(
+    dataset_id: DatasetId, version: VersionNo, response: Response, state: State, _: Operator
+) -> PublicationOut:
+    try:
+        admitted = await request_deletion(state.client, dataset_id, version)
+    except (UnknownDataset, UnknownVersion) as exc:
+        raise Problem(404, "not-found", str(exc)) from None
+    except CatalogError as exc:  # still being published, or already deleted
+        raise Problem(409, "conflict", str(exc)) from None
+    url = _version_url(dataset_id, version)
+    response.headers["Location"] = url
+    return PublicationOut(
+        id=admitted.id,
+        version=version,
+        outcome=admitted.outcome.value,
+        status_url=url,
+        job_url=f"/v1/jobs/{admitted.id}",
+    )
+
+
+@router.get(
+    "/v1/datasets/{dataset_id}/versions/{version}/files/{name}",
+    responses={
+        **responses(401, 403, 404, 416, 422),
+        200: {"description": "The file", "content": {"application/octet-stream": {}}},
+        206: {"description": "The requested range of the file"},
+        304: {"description": "Not modified (If-None-Match)"},
+    },
+    summary="Download a published file (ETag, ranges, streamed)",
+)
+async def download(
+    dataset_id: DatasetId,
+    version: VersionNo,
+    name: FileName,
+    request: Request,
+    state: State,
+    _: Reader,
+) -> Response:
+    record = await _version(state, dataset_id, version)
+    file = next((f for f in record.files if f.name == name), None)
+    if record.state != "published" or file is None:
+        raise Problem(404, "not-found", f"version {version} of {dataset_id!r} has no file {name}")
+    export_store, _triples = _stores(state)
+    try:
+        size = await run_in_threadpool(export_store.size, file.store_key)
+        handle = await run_in_threadpool(export_store.open, file.store_key)
+    except FileNotFoundError:  # removed between the lookup and now
+        raise Problem(404, "not-found", f"file {name} is no longer stored") from None
+    return file_response(
+        request,
+        handle,
+        size=size,
+        sha256=file.sha256,
+        media_type=file.media_type,
+        filename=file.name,
+    )
+
+
+# --- catalog and SPARQL ---------------------------------------------------------------------
+
+
+@router.get(
+    "/v1/catalog",
+    responses={
+        **responses(401, 403, 406),
+        200: {"description": "The catalog", "content": {m: {} for m in RDF_SYNTAXES}},
+    },
+    summary="The whole catalog as Turtle, JSON-LD or RDF/XML (by Accept)",
+)
+async def catalog(request: Request, state: State, _: Reader) -> Response:
+    chosen = negotiate(request.headers.get("accept"), list(RDF_SYNTAXES))
+    _files, triples = _stores(state)
+    body = await run_in_threadpool(export_catalog, triples, RDF_SYNTAXES[chosen])
+    return Response(body, media_type=chosen, headers={"Vary": "Accept"})
+
+
+SPARQL_DOC = (
+    "Read-only SPARQL 1.1 query: SELECT and ASK answer SPARQL JSON results, CONSTRUCT and "
+    "DESCRIBE answer Turtle, JSON-LD or RDF/XML by Accept. Entries live in named graphs "
+    "(query them with GRAPH). Any update is refused with 400."
+)
+
+
+@router.get(
+    "/v1/sparql",
+    responses=responses(400, 401, 403, 406, 422),
+    summary="SPARQL query (read-only)",
+    description=SPARQL_DOC,
+)
+async def sparql_get(
+    request: Request,
+    state: State,
+    _: Reader,
+    query: Annotated[str | None, Query(max_length=100_000)] = None,
+    update: Annotated[str | None, Query(max_length=100_000)] = None,
+) -> Response:
+    if update is not None:
+        raise Problem(400, "update-refused", "this endpoint is read-only: updates are refused")
+    if query is None:
+        raise Problem(400, "invalid-query", "give the SPARQL query in the 'query' parameter")
+    _files, triples = _stores(state)
+    return await run_sparql(triples, query, request.headers.get("accept"))
+
+
+@router.post(
+    "/v1/sparql",
+    responses=responses(400, 401, 403, 406, 413, 415, 422),
+    summary="SPARQL query (read-only), form-encoded or as application/sparql-query",
+    description=SPARQL_DOC,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/sparql-query": {"schema": {"type": "string"}},
+                "application/x-www-form-urlencoded": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"query": {"type": "string"}},
+                        "required": ["query"],
+                    }
+                },
+            },
+        }
+    },
+)
+async def sparql_post(request: Request, state: State, _: Reader) -> Response:
+    text = await query_from_body(request)
+    _files, triples = _stores(state)
+    return await run_sparql(triples, text, request.headers.get("accept"))
