@@ -4,6 +4,7 @@ not, makes the API answer with a server error."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import hypothesis
@@ -16,6 +17,7 @@ from schemathesis.generation import GenerationMode
 from schemathesis.python import asgi
 
 from herald.api import ApiSettings, create_app, create_key
+from herald.catalog.pipeline import close_embedded_store
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.db import AsyncConn
@@ -78,15 +80,24 @@ async def _seed(client: Client, conn: AsyncConn) -> None:
         "INSERT INTO schedules (kind, key, frequency, timezone, at_time, next_due_at)"
         " VALUES ('noop', 'nightly', 'daily', 'UTC', '03:00', herald_now())"
     )
+    await conn.execute(
+        "INSERT INTO datasets (id, title, description, publisher_name, publisher_uri, source)"
+        " VALUES ('0', 'Zero', '', 'Office', 'https://example.org', '{\"type\": \"generated\"}')"
+    )
+    await conn.execute("INSERT INTO dataset_versions (dataset_id, version) VALUES ('0', 1)")
 
 
 async def test_openapi_is_served_and_fuzzing_finds_no_server_error(
-    settings: Settings, client: Client
+    settings: Settings, client: Client, tmp_path: Path
 ) -> None:
+    settings = settings.with_(data_dir=tmp_path)  # the catalog's stores live there
     app = create_app(APP, settings, ApiSettings())
     async with await open_connection(settings) as conn:
         token = (await create_key(conn, "fuzzer", ["admin"])).token
         await _seed(client, conn)
-    sent, errors = await asyncio.to_thread(_fuzz, app, token)
+    try:
+        sent, errors = await asyncio.to_thread(_fuzz, app, token)
+    finally:
+        close_embedded_store(settings)
     assert errors == []
     assert sent > 100
