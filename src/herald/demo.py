@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from herald.catalog import datasets as registry
 from herald.catalog.datasets import Dataset, VersionRecord
+from herald.catalog.errors import TripleStoreError
 from herald.catalog.metadata import (
     Agent,
     Concept,
@@ -39,7 +40,7 @@ from herald.catalog.pipeline import (
     save_dataset,
 )
 from herald.catalog.publishing import CatalogSettings
-from herald.catalog.triplestore import export_catalog
+from herald.catalog.triplestore import TripleStore, export_catalog
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.migrate import migrate
@@ -179,6 +180,11 @@ async def run_demo(settings: Settings, records: int = DEFAULT_RECORDS) -> int:
     app = Herald()
     register_catalog(app, settings, catalog)
     runtime = catalog_runtime(app)
+    try:
+        store = runtime.triple_store  # opened now: a store another process holds fails here
+    except TripleStoreError as exc:
+        print(f"error: {exc}; is `herald up` running on this data dir?", file=sys.stderr)
+        return 1
     bars = ProgressBars(sys.stdout)
     runtime.observers.append(bars)
     try:
@@ -198,7 +204,7 @@ async def run_demo(settings: Settings, records: int = DEFAULT_RECORDS) -> int:
             if record is None:
                 print(f"error: version {admitted.version} was not recorded", file=sys.stderr)
                 return 1
-            return _summary(settings, catalog, runtime.triple_store, job, record)
+            return _summary(settings, catalog, store, job, record)
     finally:
         bars.close()
         close_embedded_store(settings)
@@ -225,7 +231,7 @@ async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int
 def _summary(
     settings: Settings,
     catalog: CatalogSettings,
-    store: Any,
+    store: TripleStore,
     job: dict[str, Any],
     record: VersionRecord,
 ) -> int:

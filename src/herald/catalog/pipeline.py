@@ -103,8 +103,13 @@ async def request_publication(client: Client, dataset_id: str) -> Enqueued:
         admitted = await client.enqueue(
             PUBLISH, {"dataset_id": dataset_id}, key=dataset_id, conn=conn
         )
-        if admitted.outcome is Outcome.CREATED:
-            await _create_version(conn, dataset_id, admitted.version, admitted.id)
+        created = admitted.outcome is Outcome.CREATED
+        if created and not await _create_version(conn, dataset_id, admitted.version, admitted.id):
+            # Rolls the admission back: two publications must never share a number.
+            raise CatalogError(
+                f"version {admitted.version} of {dataset_id!r} already exists; "
+                "publications must be requested through the catalog pipeline"
+            )
         return admitted
 
 
