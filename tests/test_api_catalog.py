@@ -387,6 +387,11 @@ async def test_scopes_recurrence_and_unpublished_versions(api: Api) -> None:
     assert (await api.http.post("/v1/datasets", json=body)).status_code == 401
     refused = await api.http.post("/v1/datasets", json=body, headers=api.auth("read"))
     assert refused.status_code == 403
+    # Whatever a source reads gets published: the server's tables and files need admin.
+    for source in ({"type": "postgres_table", "table": "api_keys"}, {"type": "csv", "path": "x"}):
+        sql = registration(source=source)
+        denied = await api.http.post("/v1/datasets", json=sql, headers=api.auth("submit"))
+        assert denied.status_code == 403 and "admin" in denied.json()["detail"]
     r = await api.http.post("/v1/datasets", json=body, headers=api.auth("submit"))
     assert r.status_code == 201, r.text
     schedule_id = r.json()["schedule_id"]

@@ -52,6 +52,7 @@ from herald.catalog.pipeline import (
     shared_triple_store,
 )
 from herald.catalog.publishing import CatalogSettings
+from herald.catalog.sources import SOURCE_TYPES
 from herald.catalog.store import ExportStore, LocalExportStore
 from herald.catalog.triplestore import TripleStore, export_catalog
 from herald.client import Enqueued
@@ -255,13 +256,18 @@ def _info(body: DatasetIn) -> DatasetInfo:
     summary="Register a dataset, or update its description (200)",
 )
 async def register(
-    body: DatasetIn, response: Response, state: State, _: Submitter
+    body: DatasetIn, response: Response, state: State, principal: Submitter
 ) -> dict[str, Any]:
     """A recurrence creates (or changes) the schedule that republishes the dataset;
-    registering again without one removes it."""
-    dataset = Dataset(info=_info(body), source=body.source, tier=body.tier)
+    registering again without one removes it. Sources that read the server's own
+    database or files (``postgres_*``, ``csv``, ``jsonl``) need an ``admin`` key:
+    whatever they read is published."""
+    kind = body.source.get("type")
+    if kind != "generated" and kind in SOURCE_TYPES and not principal.allows("admin"):
+        raise Problem(403, "forbidden", f"a {kind} source needs an API key with the admin scope")
     recurrence = body.recurrence.model_dump(exclude_none=True) if body.recurrence else None
     try:
+        dataset = Dataset(info=_info(body), source=body.source, tier=body.tier)
         saved, created = await save_dataset(state.client, dataset, recurrence)
     except (MetadataError, SourceError) as exc:
         raise Problem(422, "invalid-dataset", str(exc)) from None
