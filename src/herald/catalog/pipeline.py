@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -306,15 +307,21 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
     total = _expected_records(dataset)
     heartbeat = _ThreadHeartbeat(ctx, runtime, dataset_id, total)
     runtime.notify(ProgressEvent(dataset_id, version, "get_data", 0, total))
-    result = await asyncio.to_thread(
-        export_version,
-        dataset,
-        version,
-        runtime.export_store,
-        runtime.conninfo,
-        runtime.settings.data_dir,
-        heartbeat.progress,
-    )
+    try:
+        result = await asyncio.to_thread(
+            export_version,
+            dataset,
+            version,
+            runtime.export_store,
+            runtime.conninfo,
+            runtime.settings.data_dir,
+            heartbeat.progress,
+        )
+    except asyncio.CancelledError:
+        # The thread cannot be cancelled: it stops at its next progress report, before
+        # committing, so a later attempt never meets this one's files.
+        heartbeat.stopped.set()
+        raise
     produced = {
         "files": [f.to_dict() for f in result.files],
         "columns": result.columns,
@@ -335,6 +342,10 @@ def _expected_records(dataset: Dataset) -> int | None:
     return count if dataset.source.get("type") == "generated" and isinstance(count, int) else None
 
 
+class ExportStopped(Exception):
+    """Raised on the export thread to abort an export whose attempt has ended."""
+
+
 class _ThreadHeartbeat:
     """The export's progress callback: runs on the export thread, relays to the loop."""
 
@@ -346,9 +357,12 @@ class _ThreadHeartbeat:
         self.dataset_id = dataset_id
         self.total = total
         self.last_beat = time.monotonic()
+        self.stopped = threading.Event()
 
     def progress(self, done: int) -> None:
         ctx = self.ctx
+        if self.stopped.is_set():
+            raise ExportStopped(f"job {ctx.job_id}'s attempt {ctx.attempt} was stopped")
         event = ProgressEvent(self.dataset_id, ctx.version, "get_data", done, self.total)
         ctx.loop.call_soon_threadsafe(self.runtime.notify, event)
         if time.monotonic() - self.last_beat >= HEARTBEAT_EVERY:
