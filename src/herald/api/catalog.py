@@ -19,15 +19,10 @@ from pydantic import BaseModel, Field
 from rdflib import Graph
 from starlette.concurrency import run_in_threadpool
 
+from herald.api import catalog_rdf
 from herald.api.auth import Principal, require
 from herald.api.catalog_downloads import file_response
-from herald.api.catalog_rdf import (
-    RDF_SYNTAXES,
-    negotiate,
-    query_from_body,
-    rdf_response,
-    run_sparql,
-)
+from herald.api.catalog_rdf import RDF_SYNTAXES, negotiate, rdf_response, stores
 from herald.api.models import Strict
 from herald.api.problems import Problem, not_found, responses
 from herald.api.state import ApiState, State
@@ -44,20 +39,12 @@ from herald.catalog.datasets import (
 )
 from herald.catalog.errors import CatalogError, MetadataError, SourceError
 from herald.catalog.metadata import Agent, Concept, ContactPoint, DatasetInfo, License, language
-from herald.catalog.pipeline import (
-    catalog_runtime,
-    request_deletion,
-    request_publication,
-    save_dataset,
-    shared_triple_store,
-)
-from herald.catalog.publishing import CatalogSettings
+from herald.catalog.pipeline import request_deletion, request_publication, save_dataset
 from herald.catalog.sources import SOURCE_TYPES
-from herald.catalog.store import ExportStore, LocalExportStore
-from herald.catalog.triplestore import TripleStore, export_catalog
 from herald.client import Enqueued
 
 router = APIRouter(tags=["catalog"])
+router.include_router(catalog_rdf.router)
 Submitter = Annotated[Principal, Depends(require("submit"))]
 Reader = Annotated[Principal, Depends(require("read"))]
 Operator = Annotated[Principal, Depends(require("operate"))]
@@ -130,16 +117,6 @@ class PublicationOut(BaseModel):
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def _stores(state: ApiState) -> tuple[ExportStore, TripleStore]:
-    """The stores the catalog jobs of this application use (shared in this process)."""
-    try:
-        runtime = catalog_runtime(state.app)
-    except LookupError:  # an API in front of workers elsewhere: same locations
-        store = shared_triple_store(state.settings, CatalogSettings.from_env())
-        return LocalExportStore.for_settings(state.settings), store
-    return runtime.export_store, runtime.triple_store
 
 
 def _dataset_url(dataset_id: str) -> str:
@@ -219,15 +196,19 @@ async def _version(state: ApiState, dataset_id: str, version: int) -> VersionRec
     return record
 
 
-def _enqueued(dataset_id: str, admitted: Enqueued, response: Response) -> PublicationOut:
-    url = _version_url(dataset_id, admitted.version)
+def _accepted(
+    dataset_id: str, version: int, admitted: Enqueued, response: Response
+) -> PublicationOut:
+    """A 202 naming the job and the version it acts on (also in ``Location``)."""
+    url = _version_url(dataset_id, version)
     response.headers["Location"] = url
+    job_url = f"/v1/jobs/{admitted.id}"
     return PublicationOut(
         id=admitted.id,
-        version=admitted.version,
+        version=version,
         outcome=admitted.outcome.value,
         status_url=url,
-        job_url=f"/v1/jobs/{admitted.id}",
+        job_url=job_url,
     )
 
 
@@ -313,7 +294,8 @@ async def publish(
         admitted = await request_publication(state.client, dataset_id)
     except UnknownDataset as exc:
         raise Problem(404, "not-found", str(exc)) from None
-    return _enqueued(dataset_id, admitted, response)
+    # The job's version is the dataset's version: one numbering.
+    return _accepted(dataset_id, admitted.version, admitted, response)
 
 
 # --- versions -----------------------------------------------------------------------------
@@ -366,11 +348,7 @@ async def version_status(
     links = ", ".join(
         f'<{body["status_url"]}>; rel="describedby"; type="{m}"' for m in RDF_SYNTAXES
     )
-    return _json(body, {"Link": links} if record.metadata else {})
-
-
-def _json(body: dict[str, Any], headers: dict[str, str]) -> Response:
-    return JSONResponse(jsonable_encoder(body), headers=headers)
+    return JSONResponse(jsonable_encoder(body), headers={"Link": links} if record.metadata else {})
 
 
 @router.delete(
@@ -389,15 +367,7 @@ async def delete_version(
         raise Problem(404, "not-found", str(exc)) from None
     except CatalogError as exc:  # still being published, or already deleted
         raise Problem(409, "conflict", str(exc)) from None
-    url = _version_url(dataset_id, version)
-    response.headers["Location"] = url
-    return PublicationOut(
-        id=admitted.id,
-        version=version,
-        outcome=admitted.outcome.value,
-        status_url=url,
-        job_url=f"/v1/jobs/{admitted.id}",
-    )
+    return _accepted(dataset_id, version, admitted, response)
 
 
 @router.get(
@@ -422,7 +392,7 @@ async def download(
     file = next((f for f in record.files if f.name == name), None)
     if record.state != "published" or file is None:
         raise Problem(404, "not-found", f"version {version} of {dataset_id!r} has no file {name}")
-    export_store, _triples = _stores(state)
+    export_store, _triples = stores(state)
     try:
         size = await run_in_threadpool(export_store.size, file.store_key)
         handle = await run_in_threadpool(export_store.open, file.store_key)
@@ -436,76 +406,3 @@ async def download(
         media_type=file.media_type,
         filename=file.name,
     )
-
-
-# --- catalog and SPARQL ---------------------------------------------------------------------
-
-
-@router.get(
-    "/v1/catalog",
-    responses={
-        **responses(401, 403, 406),
-        200: {"description": "The catalog", "content": {m: {} for m in RDF_SYNTAXES}},
-    },
-    summary="The whole catalog as Turtle, JSON-LD or RDF/XML (by Accept)",
-)
-async def catalog(request: Request, state: State, _: Reader) -> Response:
-    chosen = negotiate(request.headers.get("accept"), list(RDF_SYNTAXES))
-    _files, triples = _stores(state)
-    body = await run_in_threadpool(export_catalog, triples, RDF_SYNTAXES[chosen])
-    return Response(body, media_type=chosen, headers={"Vary": "Accept"})
-
-
-SPARQL_DOC = (
-    "Read-only SPARQL 1.1 query: SELECT and ASK answer SPARQL JSON results, CONSTRUCT and "
-    "DESCRIBE answer Turtle, JSON-LD or RDF/XML by Accept. Entries live in named graphs "
-    "(query them with GRAPH). Any update is refused with 400."
-)
-
-
-@router.get(
-    "/v1/sparql",
-    responses=responses(400, 401, 403, 406, 422),
-    summary="SPARQL query (read-only)",
-    description=SPARQL_DOC,
-)
-async def sparql_get(
-    request: Request,
-    state: State,
-    _: Reader,
-    query: Annotated[str | None, Query(max_length=100_000)] = None,
-    update: Annotated[str | None, Query(max_length=100_000)] = None,
-) -> Response:
-    if update is not None:
-        raise Problem(400, "update-refused", "this endpoint is read-only: updates are refused")
-    if query is None:
-        raise Problem(400, "invalid-query", "give the SPARQL query in the 'query' parameter")
-    _files, triples = _stores(state)
-    return await run_sparql(triples, query, request.headers.get("accept"))
-
-
-@router.post(
-    "/v1/sparql",
-    responses=responses(400, 401, 403, 406, 413, 415, 422),
-    summary="SPARQL query (read-only), form-encoded or as application/sparql-query",
-    description=SPARQL_DOC,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/sparql-query": {"schema": {"type": "string"}},
-                "application/x-www-form-urlencoded": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {"query": {"type": "string"}},
-                        "required": ["query"],
-                    }
-                },
-            },
-        }
-    },
-)
-async def sparql_post(request: Request, state: State, _: Reader) -> Response:
-    text = await query_from_body(request)
-    _files, triples = _stores(state)
-    return await run_sparql(triples, text, request.headers.get("accept"))

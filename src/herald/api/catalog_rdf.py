@@ -1,4 +1,4 @@
-"""RDF over HTTP: content negotiation and the read-only SPARQL query endpoint.
+"""``/v1/catalog`` and ``/v1/sparql``: RDF by content negotiation, read-only SPARQL.
 
 A query is parsed before it reaches the store, so only the four query forms (SELECT,
 ASK, CONSTRUCT, DESCRIBE) ever run; an update, in whatever parameter or body it comes,
@@ -7,18 +7,27 @@ is refused with 400 and never sent to the store.
 
 from __future__ import annotations
 
+from typing import Annotated
 from urllib.parse import parse_qs
 
-from fastapi import Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pyparsing import ParseBaseException
 from rdflib import Graph
 from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
 from starlette.concurrency import run_in_threadpool
 
-from herald.api.problems import Problem
+from herald.api.auth import Principal, require
+from herald.api.problems import Problem, responses
+from herald.api.state import ApiState, State
 from herald.catalog.errors import TripleStoreError
 from herald.catalog.metadata import PREFIXES
-from herald.catalog.triplestore import CATALOG_SYNTAXES, TripleStore
+from herald.catalog.pipeline import catalog_runtime, shared_triple_store
+from herald.catalog.publishing import CatalogSettings
+from herald.catalog.store import ExportStore, LocalExportStore
+from herald.catalog.triplestore import CATALOG_SYNTAXES, TripleStore, export_catalog
+
+router = APIRouter(tags=["catalog"])
+Reader = Annotated[Principal, Depends(require("read"))]
 
 # Media type -> the catalog's syntax name; the first is the default.
 RDF_SYNTAXES: dict[str, str] = {s.media_type: s.name for s in CATALOG_SYNTAXES.values()}
@@ -162,3 +171,96 @@ async def query_from_body(request: Request) -> str:
         "unsupported-media-type",
         "send application/sparql-query or an application/x-www-form-urlencoded 'query'",
     )
+
+
+_ENDPOINTS: dict[tuple[str, str], TripleStore] = {}
+
+
+def stores(state: ApiState) -> tuple[ExportStore, TripleStore]:
+    """The stores the catalog jobs of this application use (shared in this process)."""
+    try:
+        runtime = catalog_runtime(state.app)
+    except LookupError:  # an API in front of workers elsewhere: the configured stores
+        return LocalExportStore.for_settings(state.settings), _configured_store(state)
+    return runtime.export_store, runtime.triple_store
+
+
+def _configured_store(state: ApiState) -> TripleStore:
+    catalog = CatalogSettings.from_env()
+    if catalog.sparql_query_url and catalog.sparql_update_url:
+        # One HTTP client per endpoint for the life of the process, not one per request.
+        key = (catalog.sparql_query_url, catalog.sparql_update_url)
+        if key not in _ENDPOINTS:
+            _ENDPOINTS[key] = catalog.open_triple_store(state.settings)
+        return _ENDPOINTS[key]
+    return shared_triple_store(state.settings, catalog)
+
+
+@router.get(
+    "/v1/catalog",
+    responses={
+        **responses(401, 403, 406),
+        200: {"description": "The catalog", "content": {m: {} for m in RDF_SYNTAXES}},
+    },
+    summary="The whole catalog as Turtle, JSON-LD or RDF/XML (by Accept)",
+)
+async def catalog(request: Request, state: State, _: Reader) -> Response:
+    chosen = negotiate(request.headers.get("accept"), list(RDF_SYNTAXES))
+    _files, triples = stores(state)
+    body = await run_in_threadpool(export_catalog, triples, RDF_SYNTAXES[chosen])
+    return Response(body, media_type=chosen, headers={"Vary": "Accept"})
+
+
+SPARQL_DOC = (
+    "Read-only SPARQL 1.1 query: SELECT and ASK answer SPARQL JSON results, CONSTRUCT and "
+    "DESCRIBE answer Turtle, JSON-LD or RDF/XML by Accept. Entries live in named graphs "
+    "(query them with GRAPH). Any update is refused with 400."
+)
+
+
+@router.get(
+    "/v1/sparql",
+    responses=responses(400, 401, 403, 406, 422),
+    summary="SPARQL query (read-only)",
+    description=SPARQL_DOC,
+)
+async def sparql_get(
+    request: Request,
+    state: State,
+    _: Reader,
+    query: Annotated[str | None, Query(max_length=100_000)] = None,
+    update: Annotated[str | None, Query(max_length=100_000)] = None,
+) -> Response:
+    if update is not None:
+        raise Problem(400, "update-refused", "this endpoint is read-only: updates are refused")
+    if query is None:
+        raise Problem(400, "invalid-query", "give the SPARQL query in the 'query' parameter")
+    _files, triples = stores(state)
+    return await run_sparql(triples, query, request.headers.get("accept"))
+
+
+@router.post(
+    "/v1/sparql",
+    responses=responses(400, 401, 403, 406, 413, 415, 422),
+    summary="SPARQL query (read-only), form-encoded or as application/sparql-query",
+    description=SPARQL_DOC,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/sparql-query": {"schema": {"type": "string"}},
+                "application/x-www-form-urlencoded": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"query": {"type": "string"}},
+                        "required": ["query"],
+                    }
+                },
+            },
+        }
+    },
+)
+async def sparql_post(request: Request, state: State, _: Reader) -> Response:
+    text = await query_from_body(request)
+    _files, triples = stores(state)
+    return await run_sparql(triples, text, request.headers.get("accept"))
