@@ -21,6 +21,9 @@ import uvicorn
 
 from herald import Herald, Settings, Worker
 from herald.api import ApiSettings, create_app, create_key
+from herald.api.catalog_downloads import ByteRange, Unsatisfiable, parse_range
+from herald.api.catalog_rdf import negotiate
+from herald.api.problems import Problem
 from herald.catalog.pipeline import close_embedded_store, register_catalog
 from herald.catalog.publishing import CatalogSettings
 from herald.catalog.sources import SAMPLE_COLUMNS
@@ -431,3 +434,54 @@ async def test_scopes_recurrence_and_unpublished_versions(api: Api) -> None:
     assert busy.status_code == 409 and busy.headers["content-type"].startswith(PROBLEM)
     empty = await api.http.get("/v1/catalog", headers={**api.auth("read"), "Accept": "*/*"})
     assert empty.status_code == 200 and empty.headers["content-type"].startswith("text/turtle")
+
+
+@pytest.mark.parametrize(
+    ("header", "size", "expected"),
+    [
+        (None, 10, None),
+        ("bytes=0-0", 10, ByteRange(0, 0)),
+        ("bytes=2-", 10, ByteRange(2, 9)),
+        ("bytes=5-100", 10, ByteRange(5, 9)),
+        ("bytes=-3", 10, ByteRange(7, 9)),
+        ("bytes=-30", 10, ByteRange(0, 9)),
+        ("bytes=5-2", 10, None),  # invalid: ignored, the whole file
+        ("bytes=0-1,4-5", 10, None),  # several ranges: the whole file
+        ("items=0-1", 10, None),
+        ("bytes=10-", 10, Unsatisfiable),
+        ("bytes=-0", 10, Unsatisfiable),
+        ("bytes=0-", 0, Unsatisfiable),
+    ],
+)
+def test_range_header(header: str | None, size: int, expected: object) -> None:
+    if expected is Unsatisfiable:
+        with pytest.raises(Unsatisfiable):
+            parse_range(header, size)
+    else:
+        assert parse_range(header, size) == expected
+
+
+OFFERED = ["text/turtle", "application/ld+json", "application/rdf+xml"]
+
+
+@pytest.mark.parametrize(
+    ("accept", "chosen"),
+    [
+        (None, "text/turtle"),
+        ("*/*", "text/turtle"),
+        ("application/*", "application/ld+json"),
+        ("application/rdf+xml;q=0.9, application/ld+json", "application/ld+json"),
+        ("text/html, application/rdf+xml;q=0.5", "application/rdf+xml"),
+        ("*/*;q=0.1, text/turtle;q=0", "application/ld+json"),
+        ("text/turtle; charset=utf-8", "text/turtle"),
+    ],
+)
+def test_content_negotiation(accept: str | None, chosen: str) -> None:
+    assert negotiate(accept, OFFERED) == chosen
+
+
+def test_content_negotiation_refuses_what_it_cannot_send() -> None:
+    for accept in ("application/pdf", "text/turtle;q=0", "image/*"):
+        with pytest.raises(Problem) as refused:
+            negotiate(accept, OFFERED)
+        assert refused.value.status == 406
