@@ -105,7 +105,7 @@ class Harness:
 
     async def open(self) -> Harness:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.server = await asyncio.to_thread(EmbeddedServer, self.workdir / "pg")
+        self.server = await asyncio.to_thread(EmbeddedServer)
         async with await self.connect() as conn:
             await migrate(conn, SCHEMA)
             await conn.execute(query("create_executions"))

