@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -39,6 +40,8 @@ async def _run_all(names: list[str], short: bool, seed: int | None, out: Path) -
         print(f"[{scenario.number}] {name}: {scenario.title} ...", flush=True)
         workdir = Path(tempfile.mkdtemp(prefix=f"faults-{name}-"))
         result = await run(scenario, short=short, workdir=workdir, seed=seed)
+        if result.ok:  # nothing to look into: keep only the report
+            shutil.rmtree(workdir, ignore_errors=True)
         verdict = "pass" if result.ok else f"FAIL (evidence kept in {workdir})"
         print(f"    {result.seconds:.0f}s, {verdict}", flush=True)
         for violation in result.violations:
