@@ -408,3 +408,15 @@ async def test_future_run_at_and_defaults_are_stored(client: Client) -> None:
     assert default is not None
     assert (default["state"], default["attempt"], default["max_attempts"]) == ("waiting", 0, 3)
     assert (default["payload"], default["queue"], default["fence"]) == ({}, "default", 0)
+
+
+async def test_unencodable_text_and_out_of_range_run_at_are_refused(client: Client) -> None:
+    from datetime import UTC, datetime
+
+    with pytest.raises(InvalidPayload, match="surrogate"):
+        await client.enqueue("noop", {"text": "\ud800"})
+    with pytest.raises(AdmissionError, match="surrogate"):
+        await client.enqueue("noop", {}, key="bad\udfff")
+    with pytest.raises(AdmissionError, match="1970 and 9999"):
+        await client.enqueue("noop", {}, run_at=datetime(1, 1, 2, tzinfo=UTC))
+    assert await client.list_jobs() == []

@@ -592,3 +592,14 @@ async def test_cli_scheduler_fires_and_stops_cleanly_on_sigterm(
     assert "scheduler stopped" in err.decode()
     row = await get_schedule(conn, created["id"])
     assert row is not None and row["fired_count"] == 1
+
+
+async def test_a_rule_that_never_fires_is_refused_as_bad_input(settings: Settings) -> None:
+    async with await Client.open(APP, settings) as client:
+        with pytest.raises(ScheduleError):
+            await create_schedule(
+                client.pool,
+                ScheduleSpec(
+                    kind="noop", key="never", frequency="cron", timezone="UTC", cron="0 0 31 2 *"
+                ),
+            )

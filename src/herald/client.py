@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, cast
 
@@ -32,6 +32,8 @@ from herald.errors import (
 )
 from herald.registry import Herald, Kind
 
+_EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
 _MAX_ADMISSION_TRIES = 8
 # Jobs per statement when a large keyless batch is streamed in pipeline mode.
 _BULK_CHUNK = 1000
@@ -117,11 +119,14 @@ class Client:
             raise InvalidPayload(
                 "payload contains a NUL character, which JSON in PostgreSQL cannot hold"
             )
-        # A character is at most 4 bytes of UTF-8: most payloads need no encoding to check.
-        if len(payload_json) * 4 > self.settings.payload_limit:
+        try:
             size = len(payload_json.encode())
-            if size > self.settings.payload_limit:
-                raise PayloadTooLarge(size, self.settings.payload_limit)
+        except UnicodeEncodeError:
+            raise InvalidPayload(
+                "payload contains a lone surrogate, which is not valid Unicode text"
+            ) from None
+        if size > self.settings.payload_limit:
+            raise PayloadTooLarge(size, self.settings.payload_limit)
         key = spec.key
         if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 1000):
             raise AdmissionError("key must be a non-empty string of at most 1000 characters")
@@ -150,6 +155,11 @@ class Client:
             not isinstance(spec.run_at, datetime) or spec.run_at.tzinfo is None
         ):
             raise AdmissionError("run_at must be a timezone-aware datetime")
+        if spec.run_at is not None and not _EARLIEST_RUN_AT <= spec.run_at <= _LATEST_RUN_AT:
+            raise AdmissionError("run_at must lie between 1970 and 9999 (UTC)")
+        for name, text in (("key", key), ("idempotency key", ikey), ("queue", spec.queue)):
+            if text is not None and not _encodable(text):
+                raise AdmissionError(f"{name} contains a lone surrogate, not valid Unicode text")
         queue = spec.queue or kind.queue
         if not isinstance(queue, str) or len(queue) > 200 or "\x00" in queue:
             raise AdmissionError("queue name must be a string of at most 200 characters, no NUL")
@@ -426,3 +436,11 @@ def _assign_bulk(
 async def open_connection(settings: Settings) -> AsyncConn:
     """A single autocommit connection to the configured schema (CLI, tests)."""
     return await connect(conninfo(database_url(settings), settings.schema))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -111,6 +111,9 @@ class Worker:
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="herald")
         self._info = ""
         self._pool: AsyncConnectionPool[AsyncConn] | None = None
+        # Claims, heartbeats, completions and maintenance use connections of their own,
+        # so handlers holding every pooled connection can never starve a lease renewal.
+        self._control: AsyncConnectionPool[AsyncConn] | None = None
         # Held while a lease-changing statement of ours is in flight (heartbeat, finish),
         # so a heartbeat never mistakes a job we just finished for a lost lease.
         self.lease_lock = asyncio.Lock()
@@ -128,6 +131,12 @@ class Worker:
         self.ready = asyncio.Event()
         # Each is called as observer(kind, outcome, seconds) after a handler run (metrics).
         self.observers: list[Callable[[str, str, float], None]] = []
+
+    @property
+    def control(self) -> AsyncConnectionPool[AsyncConn]:
+        if self._control is None:
+            raise RuntimeError("the worker is not running")
+        return self._control
 
     @property
     def pool(self) -> AsyncConnectionPool[AsyncConn]:
@@ -155,7 +164,9 @@ class Worker:
         self._info = conninfo(database_url(self.settings), self.settings.schema, "herald-worker")
         self._pool = make_pool(self._info, self.settings.pool_size, name="herald-worker")
         await self._pool.open(wait=False)
-        maintenance = Maintenance(self.app, self.settings, self.pool)
+        self._control = make_pool(self._info, 4, name="herald-worker-control")
+        await self._control.open(wait=False)
+        maintenance = Maintenance(self.app, self.settings, self._control)
         helpers = [
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._completer_loop(), name="completer"),
@@ -175,6 +186,7 @@ class Worker:
             await asyncio.gather(*helpers, return_exceptions=True)
             await self._final_flush()
             await self.pool.close()
+            await self.control.close()
             self.executor.shutdown(wait=False, cancel_futures=True)
             log.info("worker %s stopped", self.owner)
 
@@ -250,7 +262,7 @@ class Worker:
                 await self._wait_for_work()
 
     async def _claim(self, limit: int) -> list[dict[str, Any]]:
-        async with self.pool.connection() as conn:
+        async with self.control.connection() as conn:
             cur = await conn.execute(
                 sql.query("claim"),
                 {
@@ -428,10 +440,9 @@ class Worker:
             if not self._held()[0]:
                 self._last_lease_confirmed = sent_at
                 return
-            # Connection first, then the lock (as in JobContext.transaction, which holds
-            # a connection while it waits for the lock): the other order deadlocks a
-            # pool whose connections are all held by handlers' transactions.
-            async with self.pool.connection() as conn, self.lease_lock:
+            # Connection first, then the lock, as everywhere: JobContext.transaction holds
+            # a connection while it waits for the lock.
+            async with self.control.connection() as conn, self.lease_lock:
                 ids, fences = self._held()
                 if not ids:
                     self._last_lease_confirmed = sent_at
@@ -533,7 +544,7 @@ class Worker:
     async def _flush_once(self) -> None:
         batch = self._outbox[:1000]
         # Connection before lock, like the heartbeat (see there).
-        async with self.pool.connection() as conn, self.lease_lock:
+        async with self.control.connection() as conn, self.lease_lock:
             cur = await conn.execute(
                 sql.query("finish"),
                 {

@@ -30,6 +30,14 @@ Db = AsyncConn | AsyncConnectionPool[AsyncConn]
 PAYLOAD_LIMIT = 1_000_000  # bytes of JSON, as the engine's default admission limit
 
 
+def _first_due(rule: Recurrence, now: datetime) -> datetime:
+    """The rule's first slot after ``now``; a rule that never fires is bad input."""
+    try:
+        return first_due(rule, now)
+    except RecurrenceError as exc:
+        raise ScheduleError(str(exc)) from None
+
+
 class ScheduleError(HeraldError, ValueError):
     """A schedule definition or manual change that cannot be accepted."""
 
@@ -232,7 +240,7 @@ async def create_schedule(
     if audited:
         actor, reason = audit.require(actor, reason)
     async with _connection(db) as conn, conn.transaction():
-        next_due = first_due(rule, await _now(conn))
+        next_due = _first_due(rule, await _now(conn))
         params = spec.params(payload, next_due)
         params["paused"] = False
         row = await _one(conn, "schedule_insert", params)
@@ -307,7 +315,7 @@ async def update_schedule(
         rule, payload = new.validate(app)
         next_due = before["next_due_at"]
         if rule != old.recurrence:
-            next_due = first_due(rule, await _now(conn))
+            next_due = _first_due(rule, await _now(conn))
         params = new.params(payload, next_due)
         params["id"] = schedule_id
         after = await _one(conn, "schedule_update", params)
@@ -324,7 +332,7 @@ async def _set_paused(
         before = await _one(conn, "schedule_lock", {"id": schedule_id})
         if before is None:
             return None
-        resume_due = first_due(spec_of(before).recurrence, await _now(conn))
+        resume_due = _first_due(spec_of(before).recurrence, await _now(conn))
         after = await _one(
             conn,
             "schedule_set_paused",
