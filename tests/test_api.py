@@ -115,7 +115,7 @@ BAD_SUBMISSIONS: list[tuple[object, int, str]] = [
     ([1, 2, 3], 422, "validation"),
     # Shifted to UTC this is year 10000: it could never be read back.
     ({"kind": "echo", "run_at": "9999-12-31T23:59:59-05:00"}, 422, "validation"),
-    (b'{"kind": "echo", "payload": {"s": "\\ud800"}}', 422, "invalid-text"),
+    (b'{"kind": "echo", "payload": {"s": "\\ud800"}}', 422, "invalid-job"),
     (b'{"kind": "echo", "payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "bad-request"),
 ]
 
