@@ -1,5 +1,7 @@
 -- Recover jobs whose lease expired: back to waiting, or dead (with its dead letter)
 -- once the attempts are spent. Safe to run on every node at once (SKIP LOCKED).
+-- run_at is left as it was (already due): an orphaned job keeps its place in the queue
+-- instead of going behind a backlog that arrived while its worker was dead.
 WITH expired AS (
     SELECT id, lease_owner, fence FROM jobs
     WHERE state = 'running' AND lease_expires_at < herald_now()
@@ -9,7 +11,6 @@ WITH expired AS (
 ), rescued AS (
     UPDATE jobs j
     SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'waiting' END::job_state,
-        run_at = herald_now(),
         lease_owner = NULL,
         lease_expires_at = NULL,
         rescues = j.rescues + 1,
