@@ -91,6 +91,18 @@ def _orphans(
         if event.action in DEATHS and event.pid is not None:
             deaths.setdefault(event.pid, event.at)
     outages = _outages(obs.events)
+    # A claim whose worker died before its handler logged anything leaves no execution
+    # row, but its rescue proves it happened, and before that worker died (or its lease
+    # ran out): that moment is an upper bound of the claim's time.
+    claims = {job: list(fenced) for job, fenced in claims.items()}
+    for rescue in obs.rescues:
+        job_id = rescue["job_id"]
+        if any(f == rescue["fence"] for f, _ in claims.get(job_id, [])):
+            continue
+        pid = _pid_of(rescue["owner"])
+        owner_died = deaths.get(pid) if pid is not None else None
+        bound = rescue["at"] if owner_died is None else min(owner_died, rescue["at"])
+        claims.setdefault(job_id, []).append((rescue["fence"], bound))
     found: list[tuple[float, int, float, float]] = []  # death, job, orphaned, rescue lag
     without_death = 0
     for rescue in obs.rescues:

@@ -163,3 +163,48 @@ def test_report_writes_json_table_and_plot(tmp_path: Path) -> None:
     assert "FAIL" in table and "job(s) lost" in table
     assert (tmp_path / "report.png") in written
     assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_claim_that_died_before_logging_still_ends_the_orphan_time() -> None:
+    """Job 1's fence-2 claim left no execution row (its worker died first); its rescue
+    proves the claim, made before that worker died at 8 s. The first orphaning lasted at
+    most 8 - 1 = 7 s, not the 17 s until the fence-3 run started."""
+    obs = _observations(
+        jobs=[
+            {
+                "id": 1,
+                "kind": "publish",
+                "state": "succeeded",
+                "attempt": 3,
+                "max_attempts": 5,
+                "fence": 3,
+                "created": 0.0,
+                "finished": 19.0,
+            },
+            {
+                "id": 2,
+                "kind": "publish",
+                "state": "succeeded",
+                "attempt": 1,
+                "max_attempts": 5,
+                "fence": 1,
+                "created": 0.0,
+                "finished": 1.0,
+            },
+        ],
+        executions=[
+            {"job_id": 1, "fence": 1, "started": 0.5, "ended": None, "lease_until": None},
+            {"job_id": 1, "fence": 3, "started": 18.0, "ended": 18.9, "lease_until": 28.0},
+            {"job_id": 2, "fence": 1, "started": 0.5, "ended": 0.9, "lease_until": 10.0},
+        ],
+        effects=[{"job_id": 1, "fence": 3}, {"job_id": 2, "fence": 1}],
+        rescues=[
+            {"job_id": 1, "fence": 1, "owner": "host:4242:abc", "outcome": "waiting", "at": 6.0},
+            {"job_id": 1, "fence": 2, "owner": "host:4343:def", "outcome": "waiting", "at": 17.0},
+        ],
+        events=[Event(1.0, "kill", 4242), Event(8.0, "kill", 4343)],
+    )
+    findings = check(obs, recovery_bound=14.0)
+    assert findings.violations == []
+    assert findings.metrics["orphaned_jobs"] == 2
+    assert findings.metrics["longest_orphan_s"] == 10.0  # the second: 8 s death -> 18 s claim
