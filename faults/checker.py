@@ -65,17 +65,28 @@ def _pid_of(owner: str) -> int | None:
         return None
 
 
+# After PostgreSQL is back, workers first find their pooled connections dead and open
+# new ones (with the pool's reconnect backoff): that time counts as part of the outage.
+RECONNECT_ALLOWANCE = 3.0
+
+
 def _outages(events: list[Event]) -> list[tuple[float, float]]:
-    """(down, up) intervals of PostgreSQL crashes, from the event log."""
+    """(down, up + reconnect allowance) intervals of PostgreSQL crashes, from the event log."""
     spans: list[tuple[float, float]] = []
     down: float | None = None
     for event in sorted(events, key=lambda e: e.at):
         if event.action == "pg_crash":
             down = event.at
         elif event.action == "pg_start" and down is not None:
-            spans.append((down, event.at))
+            spans.append((down, event.at + RECONNECT_ALLOWANCE))
             down = None
-    return spans
+    merged: list[tuple[float, float]] = []
+    for start, end in spans:  # crashes closer than the allowance: count their time once
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:

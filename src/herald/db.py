@@ -62,8 +62,14 @@ async def connect(info: str) -> AsyncConn:
     return await psycopg.AsyncConnection.connect(info, autocommit=True, row_factory=dict_row)
 
 
-def make_pool(info: str, size: int, name: str = "herald") -> AsyncConnectionPool[AsyncConn]:
-    """A pool of autocommit dict-row connections; open it with ``await pool.open()``."""
+def make_pool(
+    info: str, size: int, name: str = "herald", *, check: bool = False
+) -> AsyncConnectionPool[AsyncConn]:
+    """A pool of autocommit dict-row connections; open it with ``await pool.open()``.
+
+    ``check`` tests each connection as it is handed out, so after a database restart a
+    caller never gets a dead one (one more round trip per checkout).
+    """
     return AsyncConnectionPool(
         info,
         min_size=1,
@@ -75,4 +81,5 @@ def make_pool(info: str, size: int, name: str = "herald") -> AsyncConnectionPool
         # Waiting longer than this for a connection is an error the loops retry;
         # failed reconnects keep being retried in the background.
         timeout=10.0,
+        check=AsyncConnectionPool.check_connection if check else None,
     )

@@ -162,7 +162,12 @@ class Worker:
     async def run(self) -> None:
         """Work until :meth:`stop` is called (and the drain finishes)."""
         self._info = conninfo(database_url(self.settings), self.settings.schema, "herald-worker")
-        self._pool = make_pool(self._info, self.settings.pool_size, name="herald-worker")
+        # Handlers' connections are checked on checkout: after a database restart a dead
+        # connection would otherwise fail a handler's transaction and cost it an attempt.
+        # The control loops below retry their own failures at no cost to any job.
+        self._pool = make_pool(
+            self._info, self.settings.pool_size, name="herald-worker", check=True
+        )
         await self._pool.open(wait=False)
         self._control = make_pool(self._info, 4, name="herald-worker-control")
         await self._control.open(wait=False)
