@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -222,7 +222,3 @@ async def call(fn: Handler, is_async: bool, ctx: JobContext, payload: Payload) -
     if inspect.isawaitable(result):
         return await result
     return result
-
-
-def awaitable(fn: Callable[..., Awaitable[Any]]) -> bool:
-    return inspect.iscoroutinefunction(fn)

@@ -29,7 +29,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -64,7 +64,6 @@ class WorkerStats:
     lease_lost: int = 0
     stale_writes: int = 0
     db_errors: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
