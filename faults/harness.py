@@ -284,12 +284,16 @@ class Harness:
     async def kill_storm(
         self, duration: float, every: float, victims: Supervisor | None = None
     ) -> None:
-        """SIGKILL one working worker (or one of ``victims``) at random every ``every`` s."""
+        """SIGKILL one working worker (or one of ``victims``) at random every ``every`` s.
+
+        Workers holding a running job are preferred: a kill that catches a worker between
+        jobs proves nothing about recovery (and short runs could then see no rescue).
+        """
         end = time.monotonic() + duration
         while time.monotonic() + every <= end:
             await asyncio.sleep(every)
             if victims is None:
-                self.supervisor.kill(await self.pick_worker())
+                self.supervisor.kill(await self.pick_worker(holding=True))
             else:
                 victims.kill(self.rng.randrange(len(victims.slots)))
 
