@@ -36,7 +36,7 @@ _EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
 _MAX_ADMISSION_TRIES = 8
 # Jobs per statement when a large keyless batch is streamed in pipeline mode.
-_BULK_CHUNK = 1000
+_BULK_CHUNK = 500
 # A NUL character as json.dumps writes it: "\u0000" whose backslash is not itself escaped
 # (a literal backslash followed by "u0000" in the text is written "\\u0000" and is fine).
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -120,7 +120,8 @@ class Client:
                 "payload contains a NUL character, which JSON in PostgreSQL cannot hold"
             )
         try:
-            size = len(payload_json.encode())
+            # ASCII text (the usual case) is its own UTF-8: no need to encode it.
+            size = len(payload_json) if payload_json.isascii() else len(payload_json.encode())
         except UnicodeEncodeError:
             raise InvalidPayload(
                 "payload contains a lone surrogate, which is not valid Unicode text"
@@ -374,6 +375,12 @@ def _atomic(conn: Any) -> AbstractAsyncContextManager[Any]:
 
 async def _insert_one(conn: Any, params: dict[str, Any]) -> Enqueued:
     cur = conn.cursor(row_factory=dict_row)
+    if params["key"] is None:  # nothing to conflict with: one plain insert
+        await cur.execute(sql.query("enqueue_keyless"), params)
+        row = await cur.fetchone()
+        if row is None:
+            raise HeraldError(f"admission of a {params['kind']} job inserted nothing")
+        return Enqueued(row["id"], row["version"], Outcome(row["outcome"]))
     for _ in range(_MAX_ADMISSION_TRIES):
         await cur.execute(sql.query("enqueue"), params)
         row = await cur.fetchone()
