@@ -47,11 +47,20 @@ def database_url(settings: Settings) -> str:
     return str(embedded_server(settings.data_dir).get_uri())
 
 
-def conninfo(url: str, schema: str, application_name: str = "herald") -> str:
-    """A connection string that selects ``schema`` (then ``public``) for unqualified names."""
+def conninfo(
+    url: str, schema: str, application_name: str = "herald", *, generic_plans: bool = False
+) -> str:
+    """A connection string that selects ``schema`` (then ``public``) for unqualified names.
+
+    ``generic_plans`` makes prepared statements keep one plan instead of planning again
+    for each call's values: right for the worker's own fixed-shape statements (claim,
+    heartbeat, completion), where planning cost more than running on a quiet queue.
+    """
     params = conninfo_to_dict(url)
     options = str(params.get("options") or "")
     options = f"{options} -c search_path={schema},public".strip()
+    if generic_plans:
+        options += " -c plan_cache_mode=force_generic_plan"
     params["options"] = options
     params.setdefault("application_name", application_name)
     return make_conninfo("", **params)

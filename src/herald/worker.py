@@ -168,7 +168,13 @@ class Worker:
             self._info, self.settings.pool_size, name="herald-worker", check=True
         )
         await self._pool.open(wait=False)
-        self._control = make_pool(self._info, 4, name="herald-worker-control")
+        control_info = conninfo(
+            database_url(self.settings),
+            self.settings.schema,
+            "herald-worker",
+            generic_plans=True,
+        )
+        self._control = make_pool(control_info, 4, name="herald-worker-control")
         await self._control.open(wait=False)
         maintenance = Maintenance(self.app, self.settings, self._control)
         helpers = [
@@ -251,7 +257,7 @@ class Worker:
             want = min(free, self.batch)
             self._wake.clear()
             try:
-                rows = await self._claim(want)
+                claimed = await self._claim_and_start(want)
                 backoff = 0.05
             except Exception as exc:  # the database may be restarting: keep trying
                 self.stats.db_errors += 1
@@ -260,12 +266,16 @@ class Worker:
                 backoff = min(backoff * 2, self.settings.poll_interval)
                 continue
             self.ready.set()
-            for row in rows:
-                self._start(row)
-            if len(rows) < want:
+            if claimed < want:
                 await self._wait_for_work()
 
-    async def _claim(self, limit: int) -> list[dict[str, Any]]:
+    async def _claim_and_start(self, limit: int) -> int:
+        """Claim up to ``limit`` jobs and start their handlers; returns how many.
+
+        The claim commits (durably) before any handler starts: an attempt is counted
+        even if its handler takes the whole process down, so such a job still reaches
+        its max_attempts and is dead-lettered instead of crashing workers forever.
+        """
         async with self.control.connection() as conn:
             cur = await conn.execute(
                 sql.query("claim"),
@@ -278,11 +288,22 @@ class Worker:
             )
             rows = await cur.fetchall()
         self.stats.claimed += len(rows)
-        return rows
+        for row in rows:
+            self._start(row)
+        return len(rows)
 
     async def _wait_for_work(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+        """Until woken (a notification, free capacity, stop) or the poll is due.
+
+        The poll timer sets the same event rather than wrapping the wait in
+        ``asyncio.wait_for``: a notification then resumes this loop directly, without
+        the extra task and the scheduling rounds that wrapper costs.
+        """
+        timer = asyncio.get_running_loop().call_later(self.settings.poll_interval, self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
 
     async def _sleep_or_stop(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
