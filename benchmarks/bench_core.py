@@ -37,6 +37,7 @@ from typing import Any
 import psycopg
 
 from benchmarks.bench_app import app
+from herald import loop
 from herald.client import Client, JobSpec
 from herald.config import Settings
 from herald.db import AsyncConn, connect, conninfo, database_url
@@ -342,4 +343,4 @@ async def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(loop.run(main()))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import importlib.util
 import json
@@ -13,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from herald import tables, up
+from herald import loop, tables, up
 from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
@@ -252,31 +251,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log_level, args.json_logs)
     try:
         settings = Settings.from_env()
+        loop.loop_factory()  # a bad HERALD_EVENT_LOOP is reported here, like any setting
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     app_spec = args.app or os.environ.get("HERALD_APP") or DEFAULT_APP
     try:
         if args.command == "migrate":
-            return asyncio.run(_migrate(settings))
+            return loop.run(_migrate(settings))
         if args.command == "demo":
             from herald.demo import run_demo
 
-            return asyncio.run(run_demo(settings, records=args.records))
+            return loop.run(run_demo(settings, records=args.records))
         if args.command in up.COMMANDS:
             return up.main(args, settings, lambda: load_app(app_spec))
         app = load_app(app_spec)
         if args.command == catalog_cli.COMMAND:
             return catalog_cli.main(app, settings, args)
         if args.command == "worker":
-            return asyncio.run(_worker(app, settings, args))
+            return loop.run(_worker(app, settings, args))
         if args.command == "scheduler":
             from herald.schedules.scheduler import run_scheduler
 
-            return asyncio.run(
-                run_scheduler(app, settings, interval=args.interval, batch=args.batch)
-            )
-        return asyncio.run(_with_client(app, settings, args))
+            return loop.run(run_scheduler(app, settings, interval=args.interval, batch=args.batch))
+        return loop.run(_with_client(app, settings, args))
     except HeraldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from herald import loop
 from herald.config import ConfigError, Settings
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def _http_options(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], Herald]) -> int:
     """Run one of :data:`COMMANDS` (the CLI has parsed its arguments)."""
     if args.command == "apikey":
-        return asyncio.run(_apikey(args, settings))
+        return loop.run(_apikey(args, settings))
     from herald.api import ApiSettings
 
     try:
@@ -89,7 +90,7 @@ def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], He
         api = ApiSettings(auth=False, retry_after=api.retry_after)
     app = load_app()
     if args.command == "serve":
-        return asyncio.run(serve(app, settings, api, host=args.host, port=args.port))
+        return loop.run(serve(app, settings, api, host=args.host, port=args.port))
     if args.concurrency < 1 or args.scheduler_interval <= 0:
         print(
             "error: --concurrency must be at least 1, --scheduler-interval positive",
@@ -97,7 +98,7 @@ def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], He
         )
         return 2
     queues = [q for q in (args.queues or "").split(",") if q] or None
-    return asyncio.run(
+    return loop.run(
         up(
             app,
             settings,

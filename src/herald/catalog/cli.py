@@ -16,7 +16,6 @@ File sources given by a relative path are read relative to the spec file.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import json
 import sys
@@ -24,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from herald import loop
 from herald.catalog.errors import MetadataError
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def main(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
             print(f"error: cannot read {path}: {exc}", file=sys.stderr)
             return 2
         spec = parse_dataset(data, path.resolve().parent)
-    return asyncio.run(_run(app, settings, args, spec))
+    return loop.run(_run(app, settings, args, spec))
 
 
 async def _run(
