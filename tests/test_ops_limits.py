@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from herald import Client, Herald, JobContext, JobSpec, Settings, Snooze, Worker
-from herald.db import AsyncConn, connect, conninfo
+from herald.db import AsyncConn, connect, conninfo, make_pool
+from herald.maintenance import Maintenance
 from herald.ops import limits
 
 RATE = 5.0
@@ -214,3 +215,52 @@ async def test_a_kind_declared_rate_limit_snoozes_before_the_handler(settings: S
     assert sorted(ran) == sorted(ids)  # each handler ran exactly once
     assert all(r is not None and r["attempt"] == 1 for r in rows)
     assert sum(r["snoozes"] for r in rows if r is not None) >= 3  # one token at a time
+
+
+async def test_the_pruner_deletes_free_slots_and_idle_full_buckets_only(
+    settings: Settings,
+) -> None:
+    """Limiter state of keys nobody uses any more does not pile up forever."""
+    async with await _db(settings) as conn:
+        # Two running attempts (ids 1, 2 under fence 1) and one that finished (id 3).
+        await conn.execute(
+            "INSERT INTO jobs (id, kind, state, attempt, fence, lease_owner, lease_expires_at) "
+            "OVERRIDING SYSTEM VALUE "
+            "SELECT g, 'k', 'running', 1, 1, 'w', now() + interval '1 hour' "
+            "FROM generate_series(1, 2) g"
+        )
+        await conn.execute(
+            "INSERT INTO jobs (id, kind, state, attempt, fence, finished_at) "
+            "OVERRIDING SYSTEM VALUE VALUES (3, 'k', 'succeeded', 1, 1, now())"
+        )
+        await limits.acquire_slot(conn, "held", 2, job_id=1, fence=1)
+        await limits.acquire_slot(conn, "held", 2, job_id=3, fence=1)  # taken, then freed
+        await limits.acquire_slot(conn, "stale-fence", 1, job_id=2, fence=1)
+        await conn.execute("UPDATE jobs SET fence = 2 WHERE id = 2")  # re-claimed since
+        await limits.acquire_slot(conn, "gone", 1, job_id=3, fence=1)
+        for key in ("idle", "busy", "recent"):
+            await limits.acquire(conn, key, rate=1, burst=2)
+        # "idle" was last used 8 days ago and is full again; "busy" was drained just
+        # before going quiet 8 days ago at a rate that cannot have refilled it.
+        await conn.execute(
+            "UPDATE rate_limits SET updated_at = now() - interval '8 days' "
+            "WHERE key IN ('idle', 'busy')"
+        )
+        await conn.execute("UPDATE rate_limits SET tokens = 0, rate = 1e-9 WHERE key = 'busy'")
+
+    pool = make_pool(conninfo(str(settings.database_url), settings.schema), 2)
+    await pool.open()
+    try:
+        maintenance = Maintenance(Herald(), settings, pool)
+        assert await maintenance.prune_limits_once() is False  # no batch was full
+    finally:
+        await pool.close()
+
+    async with await _db(settings) as conn:
+        cur = await conn.execute("SELECT key, job_id FROM concurrency_slots ORDER BY key, slot")
+        assert [(r["key"], r["job_id"]) for r in await cur.fetchall()] == [("held", 1)]
+        cur = await conn.execute("SELECT key FROM rate_limits ORDER BY key")
+        assert [r["key"] for r in await cur.fetchall()] == ["busy", "recent"]
+        # The deleted state changes no decision: the free slot is taken again at once.
+        assert await limits.acquire_slot(conn, "gone", 1, job_id=1, fence=1) == 0
+    assert maintenance.stats.pruned_limits == 4

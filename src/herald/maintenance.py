@@ -3,7 +3,9 @@
 * rescuer: running jobs whose lease expired go back to waiting, or are dead-lettered
   once their attempts are spent. Nothing hangs.
 * pruner: finished jobs past their kind's retention are deleted in small batches;
-  kinds that keep their records forever are left alone.
+  kinds that keep their records forever are left alone. So is limiter state nobody
+  needs any more: concurrency slots already free, and token buckets idle for longer
+  than the default retention (full again by then).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ log = logging.getLogger(__name__)
 
 RESCUE_BATCH = 500
 PRUNE_BATCH = 1000
+# Keys whose free slots one pass deletes: each is locked (advisory) to the end of the
+# pass's transaction, and locks share a bounded table in PostgreSQL.
+SLOT_KEYS_BATCH = 100
 
 
 @dataclass
@@ -32,6 +37,7 @@ class MaintenanceStats:
     rescued: int = 0
     rescued_dead: int = 0
     pruned: int = 0
+    pruned_limits: int = 0
     errors: int = 0
 
 
@@ -90,6 +96,31 @@ class Maintenance:
         self.stats.pruned += max(0, deleted)
         return max(0, deleted)
 
+    async def prune_limits_once(self) -> bool:
+        """Delete one batch of free concurrency slots and long-idle token buckets.
+
+        Returns whether a batch was full (more may be left). A slot is deleted only
+        under its key's takers' lock, so a slot taken meanwhile is never deleted.
+        """
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(sql.query("prune_slot_keys"), {"limit": SLOT_KEYS_BATCH})
+            keys = [row["key"] for row in await cur.fetchall()]
+            deleted = 0
+            if keys:
+                async with conn.transaction():
+                    cur = await conn.execute(sql.query("prune_slot_lock"), {"keys": keys})
+                    locked = [row["key"] for row in await cur.fetchall()]
+                    if locked:
+                        cur = await conn.execute(sql.query("prune_slot_delete"), {"keys": locked})
+                        deleted += max(0, cur.rowcount)
+            cur = await conn.execute(
+                sql.query("prune_rate_buckets"),
+                {"retention_s": self.settings.default_retention, "limit": PRUNE_BATCH},
+            )
+            buckets = max(0, cur.rowcount)
+        self.stats.pruned_limits += deleted + buckets
+        return len(keys) == SLOT_KEYS_BATCH or buckets == PRUNE_BATCH
+
     async def run(self, stopping: asyncio.Event) -> None:
         """Rescue every rescue interval and prune every prune interval until stopped."""
         loop = asyncio.get_running_loop()
@@ -102,6 +133,10 @@ class Maintenance:
                     pruned = PRUNE_BATCH
                     while pruned == PRUNE_BATCH:
                         pruned = await self.prune_once()
+                    # Bounded: keys whose takers are busy would be found again and again.
+                    for _ in range(10):
+                        if stopping.is_set() or not await self.prune_limits_once():
+                            break
                     next_prune = loop.time() + self.settings.prune_interval
             except Exception as exc:  # must survive database restarts and surprises
                 self.stats.errors += 1

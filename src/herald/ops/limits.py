@@ -9,6 +9,9 @@ Both are shared by every worker on the schema and decided by the database alone:
   the slot is held until the job stops running under that attempt's fence (finished,
   snoozed, cancelled or rescued) - no release call, nothing leaks when a worker dies.
 
+The pruner deletes free slots and buckets idle for longer than the default retention
+(full again by then), so the state of keys nobody uses any more does not pile up.
+
 A snoozed job is not charged an attempt. Use them from a handler::
 
     await limits.acquire(ctx, f"account:{payload['account']}", rate=5, burst=5)
