@@ -242,6 +242,18 @@ async def test_publish_download_republish_catalog_and_sparql(api: Api, tmp_path:
     etag = f'"{csv_file["sha256"]}"'
     cached = await api.http.get(url, headers={**api.auth("read"), "If-None-Match": etag})
     assert cached.status_code == 304 and cached.content == b""
+    # HEAD: the headers a GET would send (size, validator, ranges), and no body.
+    head = await api.http.head(url, headers=api.auth("read"))
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(size) and head.headers["etag"] == etag
+    assert head.headers["accept-ranges"] == "bytes"
+    head_part = await api.http.head(url, headers={**api.auth("read"), "Range": "bytes=100-1099"})
+    assert head_part.status_code == 206 and head_part.content == b""
+    assert head_part.headers["content-range"] == f"bytes 100-1099/{size}"
+    assert head_part.headers["content-length"] == "1000"
+    nowhere = url.replace(csv_file["name"], "nope.csv")
+    missing = await api.http.head(nowhere, headers=api.auth("read"))
+    assert missing.status_code == 404
 
     # The version's DCAT-AP, by content negotiation.
     metadata = {}

@@ -370,8 +370,11 @@ async def delete_version(
     return _accepted(dataset_id, version, admitted, response)
 
 
+_DOWNLOAD = "/v1/datasets/{dataset_id}/versions/{version}/files/{name}"
+
+
 @router.get(
-    "/v1/datasets/{dataset_id}/versions/{version}/files/{name}",
+    _DOWNLOAD,
     responses={
         **responses(401, 403, 404, 416, 422),
         200: {"description": "The file", "content": {"application/octet-stream": {}}},
@@ -387,6 +390,33 @@ async def download(
     request: Request,
     state: State,
     _: Reader,
+) -> Response:
+    return await _serve_file(state, dataset_id, version, name, request)
+
+
+@router.head(
+    _DOWNLOAD,
+    responses={
+        **responses(401, 403, 404, 416, 422),
+        200: {"description": "The file's headers (size, ETag), no body"},
+        206: {"description": "The requested range's headers, no body"},
+        304: {"description": "Not modified (If-None-Match)"},
+    },
+    summary="A published file's headers: size, ETag, ranges (no body)",
+)
+async def download_headers(
+    dataset_id: DatasetId,
+    version: VersionNo,
+    name: FileName,
+    request: Request,
+    state: State,
+    _: Reader,
+) -> Response:
+    return await _serve_file(state, dataset_id, version, name, request)
+
+
+async def _serve_file(
+    state: ApiState, dataset_id: str, version: int, name: str, request: Request
 ) -> Response:
     record = await _version(state, dataset_id, version)
     file = next((f for f in record.files if f.name == name), None)

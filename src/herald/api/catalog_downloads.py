@@ -3,8 +3,9 @@
 The ETag is the file's SHA-256 (a strong validator: the bytes under a version's path
 never change). ``If-None-Match`` answers 304; one ``Range`` answers 206 with
 ``Content-Range`` (416 when it lies past the end); several ranges or a malformed header
-are ignored and the whole file is sent, as RFC 9110 allows. Bodies are read in chunks
-in a worker thread, so neither the size of a file nor a slow disk holds the event loop.
+are ignored and the whole file is sent, as RFC 9110 allows. HEAD answers with the
+headers GET would send, and no body. Bodies are read in chunks in a worker thread, so
+neither the size of a file nor a slow disk holds the event loop.
 """
 
 from __future__ import annotations
@@ -119,16 +120,16 @@ def file_response(
             f"range {range_header} lies outside the file's {size} bytes",
             headers={"Content-Range": f"bytes */{size}", **headers},
         ) from None
-    if wanted is None:
-        headers["Content-Length"] = str(size)
-        return StreamingResponse(
-            _chunks(handle, 0, size), status_code=200, media_type=media_type, headers=headers
-        )
-    headers["Content-Length"] = str(wanted.length)
-    headers["Content-Range"] = f"bytes {wanted.start}-{wanted.end}/{size}"
+    status, start, length = (200, 0, size) if wanted is None else (206, wanted.start, wanted.length)
+    headers["Content-Length"] = str(length)
+    if wanted is not None:
+        headers["Content-Range"] = f"bytes {wanted.start}-{wanted.end}/{size}"
+    if request.method == "HEAD":  # the same headers as GET, without reading the file
+        handle.close()
+        return Response(status_code=status, media_type=media_type, headers=headers)
     return StreamingResponse(
-        _chunks(handle, wanted.start, wanted.length),
-        status_code=206,
+        _chunks(handle, start, length),
+        status_code=status,
         media_type=media_type,
         headers=headers,
     )
