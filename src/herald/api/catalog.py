@@ -391,33 +391,6 @@ async def download(
     state: State,
     _: Reader,
 ) -> Response:
-    return await _serve_file(state, dataset_id, version, name, request)
-
-
-@router.head(
-    _DOWNLOAD,
-    responses={
-        **responses(401, 403, 404, 416, 422),
-        200: {"description": "The file's headers (size, ETag), no body"},
-        206: {"description": "The requested range's headers, no body"},
-        304: {"description": "Not modified (If-None-Match)"},
-    },
-    summary="A published file's headers: size, ETag, ranges (no body)",
-)
-async def download_headers(
-    dataset_id: DatasetId,
-    version: VersionNo,
-    name: FileName,
-    request: Request,
-    state: State,
-    _: Reader,
-) -> Response:
-    return await _serve_file(state, dataset_id, version, name, request)
-
-
-async def _serve_file(
-    state: ApiState, dataset_id: str, version: int, name: str, request: Request
-) -> Response:
     record = await _version(state, dataset_id, version)
     file = next((f for f in record.files if f.name == name), None)
     if record.state != "published" or file is None:
@@ -436,3 +409,19 @@ async def _serve_file(
         media_type=file.media_type,
         filename=file.name,
     )
+
+
+# HEAD shares the handler: the same checks and headers, file_response leaves the body out.
+router.add_api_route(
+    _DOWNLOAD,
+    download,
+    methods=["HEAD"],
+    operation_id="download_headers",
+    responses={
+        **responses(401, 403, 404, 416, 422),
+        200: {"description": "The file's headers (size, ETag), no body"},
+        206: {"description": "The requested range's headers, no body"},
+        304: {"description": "Not modified (If-None-Match)"},
+    },
+    summary="A published file's headers: size, ETag, ranges (no body)",
+)
