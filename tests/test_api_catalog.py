@@ -243,10 +243,10 @@ async def test_publish_download_republish_catalog_and_sparql(api: Api, tmp_path:
     cached = await api.http.get(url, headers={**api.auth("read"), "If-None-Match": etag})
     assert cached.status_code == 304 and cached.content == b""
     # HEAD: the headers a GET would send (size, validator, ranges), and no body.
-    head = await api.http.head(url, headers=api.auth("read"))
-    assert head.status_code == 200 and head.content == b""
-    assert head.headers["content-length"] == str(size) and head.headers["etag"] == etag
-    assert head.headers["accept-ranges"] == "bytes"
+    bare = await api.http.head(url, headers=api.auth("read"))
+    assert bare.status_code == 200 and bare.content == b""
+    assert bare.headers["content-length"] == str(size) and bare.headers["etag"] == etag
+    assert bare.headers["accept-ranges"] == "bytes"
     head_part = await api.http.head(url, headers={**api.auth("read"), "Range": "bytes=100-1099"})
     assert head_part.status_code == 206 and head_part.content == b""
     assert head_part.headers["content-range"] == f"bytes 100-1099/{size}"
