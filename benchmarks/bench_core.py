@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,49 +95,35 @@ async def scalar(settings: Settings, query: str) -> Any:
     return next(iter(row.values()))
 
 
-class WorkerProcesses:
-    """``count`` worker processes on ``settings``' schema, started and stopped cleanly."""
+class Processes:
+    """Child processes started with a log file each, stopped cleanly on exit."""
 
-    def __init__(self, settings: Settings, count: int, concurrency: int, batch: int | None):
-        self.settings = settings
-        self.count = count
-        self.args = ["--concurrency", str(concurrency)]
-        if batch is not None:
-            self.args += ["--batch", str(batch)]
+    def __init__(self, prefix: str) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
-        self._dir = tempfile.TemporaryDirectory(prefix="herald-bench-")
+        self._dir = tempfile.TemporaryDirectory(prefix=prefix)
 
-    def __enter__(self) -> WorkerProcesses:
-        env = dict(os.environ)
-        env.update(
-            HERALD_DATABASE_URL=str(self.settings.database_url),
-            HERALD_SCHEMA=self.settings.schema,
-            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-        )
-        command = [sys.executable, "-m", "herald", "--app", "benchmarks.bench_app:app"]
-        for n in range(self.count):
-            log = Path(self._dir.name) / f"worker-{n}.log"
+    def spawn(self, command: list[str], env: dict[str, str], count: int) -> None:
+        """``count`` processes of ``command``, their output in a log file each."""
+        env = {
+            **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        }
+        for n in range(count):
+            log = Path(self._dir.name) / f"worker-{len(self.logs)}-{n}.log"
             self.logs.append(log)
             with log.open("wb") as out:
                 self.procs.append(
-                    subprocess.Popen(
-                        [*command, "worker", *self.args], env=env, cwd=ROOT, stderr=out
-                    )
+                    subprocess.Popen(command, env=env, cwd=ROOT, stdout=out, stderr=out)
                 )
-        return self
 
-    async def started(self, within: float = 30.0) -> None:
-        """Wait until every worker logged that it runs (its pool and listener are up)."""
-        deadline = time.monotonic() + within
-        while not all("started on queues" in log.read_text() for log in self.logs):
-            for proc, log in zip(self.procs, self.logs, strict=True):
-                if proc.poll() is not None:
-                    raise RuntimeError(f"worker exited early:\n{log.read_text()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("workers did not start in time")
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)  # listener connected, first (empty) claim done
+    def check_alive(self, deadline: float) -> None:
+        """Raise if a process exited early or ``deadline`` (monotonic) has passed."""
+        for proc, log in zip(self.procs, self.logs, strict=True):
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{log.read_text()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("workers did not start in time")
 
     def __exit__(self, *exc: object) -> None:
         for proc in self.procs:
@@ -151,12 +138,50 @@ class WorkerProcesses:
         self._dir.cleanup()
 
 
-async def wait_drained(settings: Settings, within: float) -> None:
+class WorkerProcesses(Processes):
+    """``count`` worker processes on ``settings``' schema, started and stopped cleanly."""
+
+    def __init__(self, settings: Settings, count: int, concurrency: int, batch: int | None):
+        super().__init__("herald-bench-")
+        self.settings = settings
+        self.count = count
+        self.args = ["--concurrency", str(concurrency)]
+        if batch is not None:
+            self.args += ["--batch", str(batch)]
+
+    def __enter__(self) -> WorkerProcesses:
+        env = dict(os.environ)
+        env.update(
+            HERALD_DATABASE_URL=str(self.settings.database_url),
+            HERALD_SCHEMA=self.settings.schema,
+        )
+        command = [sys.executable, "-m", "herald", "--app", "benchmarks.bench_app:app"]
+        self.spawn([*command, "worker", *self.args], env, self.count)
+        return self
+
+    async def started(self, within: float = 30.0) -> None:
+        """Wait until every worker logged that it runs (its pool and listener are up)."""
+        deadline = time.monotonic() + within
+        while not all("started on queues" in log.read_text() for log in self.logs):
+            self.check_alive(deadline)
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # listener connected, first (empty) claim done
+
+
+async def wait_until_done(pending: Callable[[], Awaitable[bool]], within: float) -> None:
+    """Poll ``pending`` every 0.1 s until it is false; an error after ``within`` s."""
     deadline = time.monotonic() + within
-    while await scalar(settings, _PENDING):
+    while await pending():
         if time.monotonic() > deadline:
             raise RuntimeError("jobs were not drained in time")
         await asyncio.sleep(0.1)
+
+
+async def wait_drained(settings: Settings, within: float) -> None:
+    async def pending() -> bool:
+        return bool(await scalar(settings, _PENDING))
+
+    await wait_until_done(pending, within)
 
 
 # --- measurements -------------------------------------------------------------------------
@@ -277,8 +302,8 @@ async def repeat(
     )
 
 
-async def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def add_figure_options(parser: argparse.ArgumentParser) -> None:
+    """The options every benchmark of the four figures shares (sizes, runs, selection)."""
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure")
     parser.add_argument("--only", default="bulk,single,drain,latency", help="figures to run")
     parser.add_argument("--bulk-jobs", type=int, default=100_000)
@@ -286,51 +311,49 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--single-jobs", type=int, default=2_000)
     parser.add_argument("--drain-jobs", type=int, default=50_000)
     parser.add_argument("--processes", default="1,4", help="worker process counts to drain with")
-    parser.add_argument("--concurrency", type=int, default=1000, help="handlers per worker")
-    parser.add_argument("--batch", type=int, default=None, help="claim batch (worker default)")
     parser.add_argument("--latency-samples", type=int, default=300)
-    args = parser.parse_args(argv)
+
+
+def figures_wanted(parser: argparse.ArgumentParser, args: argparse.Namespace) -> set[str]:
     only = set(args.only.split(","))
     unknown = only - {"bulk", "single", "drain", "latency"}
     if unknown:
         parser.error(f"unknown figures: {', '.join(sorted(unknown))}")
+    return only
 
-    url = database_url(Settings.from_env())
-    where = "HERALD_DATABASE_URL" if os.environ.get("HERALD_DATABASE_URL") else "embedded"
-    async with fresh_schema(url) as probe:
-        version = await scalar(probe, _VERSION)
-        sync = await scalar(probe, _SYNC_COMMIT)
-        fsync = await scalar(probe, _FSYNC)
-    print(f"machine:  {machine()}")
-    print(f"database: PostgreSQL {version} ({where}), synchronous_commit={sync}, fsync={fsync}")
-    print(f"runs per figure: {args.repeat}\n", flush=True)
 
+@dataclass(frozen=True)
+class Measures:
+    """One run of each figure, for :func:`report` to repeat and print."""
+
+    bulk: Callable[[], Awaitable[float]]
+    single: Callable[[], Awaitable[float]]
+    drain: Callable[[int], Awaitable[float]]  # worker processes -> jobs/s
+    latency: Callable[[], Awaitable[tuple[list[float], list[float]]]]
+
+
+async def report(args: argparse.Namespace, only: set[str], measures: Measures) -> None:
+    """Measure the wanted figures ``args.repeat`` times each and print them."""
     runs = args.repeat
     if "bulk" in only:
         await repeat(
             f"bulk enqueue ({args.bulk_jobs:,} in batches of {args.bulk_batch:,})",
             runs,
-            lambda: bench_bulk(url, args.bulk_jobs, args.bulk_batch),
+            measures.bulk,
         )
     if "single" in only:
-        await repeat(
-            f"single enqueue ({args.single_jobs:,}, one at a time)",
-            runs,
-            lambda: bench_single(url, args.single_jobs),
-        )
+        await repeat(f"single enqueue ({args.single_jobs:,}, one at a time)", runs, measures.single)
     if "drain" in only:
         for count in (int(p) for p in args.processes.split(",")):
             await repeat(
                 f"drain {args.drain_jobs:,} no-op jobs, {count} worker process(es)",
                 runs,
-                lambda count=count: bench_drain(  # type: ignore[misc]
-                    url, args.drain_jobs, count, args.concurrency, args.batch
-                ),
+                lambda count=count: measures.drain(count),  # type: ignore[misc]
             )
     if "latency" in only:
         p50s, p95s, p99s = [], [], []
         for _ in range(runs):
-            lat, admission = await bench_latency(url, args.latency_samples, gap=0.02)
+            lat, admission = await measures.latency()
             p50s.append(percentile(lat, 50))
             p95s.append(percentile(lat, 95))
             p99s.append(percentile(lat, 99))
@@ -346,6 +369,37 @@ async def main(argv: list[str] | None = None) -> int:
             f"median p50 {statistics.median(p50s):.2f} / p95 {statistics.median(p95s):.2f}"
             f" / p99 {statistics.median(p99s):.2f} ms"
         )
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_figure_options(parser)
+    parser.add_argument("--concurrency", type=int, default=1000, help="handlers per worker")
+    parser.add_argument("--batch", type=int, default=None, help="claim batch (worker default)")
+    args = parser.parse_args(argv)
+    only = figures_wanted(parser, args)
+
+    url = database_url(Settings.from_env())
+    where = "HERALD_DATABASE_URL" if os.environ.get("HERALD_DATABASE_URL") else "embedded"
+    async with fresh_schema(url) as probe:
+        version = await scalar(probe, _VERSION)
+        sync = await scalar(probe, _SYNC_COMMIT)
+        fsync = await scalar(probe, _FSYNC)
+    print(f"machine:  {machine()}")
+    print(f"database: PostgreSQL {version} ({where}), synchronous_commit={sync}, fsync={fsync}")
+    print(f"runs per figure: {args.repeat}\n", flush=True)
+    await report(
+        args,
+        only,
+        Measures(
+            bulk=lambda: bench_bulk(url, args.bulk_jobs, args.bulk_batch),
+            single=lambda: bench_single(url, args.single_jobs),
+            drain=lambda count: bench_drain(
+                url, args.drain_jobs, count, args.concurrency, args.batch
+            ),
+            latency=lambda: bench_latency(url, args.latency_samples, gap=0.02),
+        ),
+    )
     return 0
 
 
