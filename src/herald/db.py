@@ -53,8 +53,9 @@ def conninfo(
     """A connection string that selects ``schema`` (then ``public``) for unqualified names.
 
     ``generic_plans`` makes prepared statements keep one plan instead of planning again
-    for each call's values: right for the worker's own fixed-shape statements (claim,
-    heartbeat, completion), where planning cost more than running on a quiet queue.
+    for each call's values: right for a statement whose best plan never depends on its
+    values or the table's size (the worker's claim), where planning costs more than
+    running on a quiet queue.
     """
     params = conninfo_to_dict(url)
     options = str(params.get("options") or "")

@@ -113,6 +113,7 @@ class Worker:
         # Claims, heartbeats, completions and maintenance use connections of their own,
         # so handlers holding every pooled connection can never starve a lease renewal.
         self._control: AsyncConnectionPool[AsyncConn] | None = None
+        self._claims: AsyncConnectionPool[AsyncConn] | None = None
         # Held while a lease-changing statement of ours is in flight (heartbeat, finish),
         # so a heartbeat never mistakes a job we just finished for a lost lease.
         self.lease_lock = asyncio.Lock()
@@ -136,6 +137,12 @@ class Worker:
         if self._control is None:
             raise RuntimeError("the worker is not running")
         return self._control
+
+    @property
+    def claims(self) -> AsyncConnectionPool[AsyncConn]:
+        if self._claims is None:
+            raise RuntimeError("the worker is not running")
+        return self._claims
 
     @property
     def pool(self) -> AsyncConnectionPool[AsyncConn]:
@@ -168,14 +175,17 @@ class Worker:
             self._info, self.settings.pool_size, name="herald-worker", check=True
         )
         await self._pool.open(wait=False)
-        control_info = conninfo(
-            database_url(self.settings),
-            self.settings.schema,
-            "herald-worker",
-            generic_plans=True,
-        )
-        self._control = make_pool(control_info, 4, name="herald-worker-control")
+        self._control = make_pool(self._info, 4, name="herald-worker-control")
         await self._control.open(wait=False)
+        # Claims get a connection of their own that keeps one generic plan: planning the
+        # claim anew for every call cost more than running it (on the path to every
+        # job's start). Only the claim: its generic plan is index scans even when built
+        # on an empty table, where the completion's would not be.
+        claims_info = conninfo(
+            database_url(self.settings), self.settings.schema, "herald-worker", generic_plans=True
+        )
+        self._claims = make_pool(claims_info, 1, name="herald-worker-claims")
+        await self._claims.open(wait=False)
         maintenance = Maintenance(self.app, self.settings, self._control)
         helpers = [
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
@@ -197,6 +207,7 @@ class Worker:
             await self._final_flush()
             await self.pool.close()
             await self.control.close()
+            await self.claims.close()
             self.executor.shutdown(wait=False, cancel_futures=True)
             log.info("worker %s stopped", self.owner)
 
@@ -276,7 +287,7 @@ class Worker:
         even if its handler takes the whole process down, so such a job still reaches
         its max_attempts and is dead-lettered instead of crashing workers forever.
         """
-        async with self.control.connection() as conn:
+        async with self.claims.connection() as conn:
             cur = await conn.execute(
                 sql.query("claim"),
                 {
