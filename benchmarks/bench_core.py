@@ -109,8 +109,8 @@ class Processes:
             **env,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
         }
-        for n in range(count):
-            log = Path(self._dir.name) / f"worker-{len(self.logs)}-{n}.log"
+        for _ in range(count):
+            log = Path(self._dir.name) / f"worker-{len(self.logs)}.log"
             self.logs.append(log)
             with log.open("wb") as out:
                 self.procs.append(
@@ -404,4 +404,4 @@ async def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(loop.run(main()))
+    raise SystemExit(loop.run(main(), Settings.from_env().event_loop))

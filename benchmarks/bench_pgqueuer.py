@@ -76,6 +76,7 @@ from benchmarks.bench_core import (
 )
 from benchmarks.pgqueuer_app import NOOP, STAMP
 from herald import loop
+from herald.config import Settings
 from herald.db import connect, conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -347,4 +348,4 @@ async def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(loop.run(main()))
+    raise SystemExit(loop.run(main(), Settings.from_env().event_loop))

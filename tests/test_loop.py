@@ -8,29 +8,30 @@ import pytest
 
 from herald import loop
 from herald.cli import main
-from herald.config import ConfigError
+from herald.config import ConfigError, Settings
 
 
-async def _loop_class_name() -> str:
+async def _loop_module() -> str:
     return type(asyncio.get_running_loop()).__module__
 
 
-def test_auto_runs_on_uvloop_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_runs_on_uvloop_when_installed() -> None:
     pytest.importorskip("uvloop")
-    monkeypatch.delenv("HERALD_EVENT_LOOP", raising=False)
-    assert loop.run(_loop_class_name()).startswith("uvloop")
+    event_loop = Settings.from_env({}).event_loop
+    assert event_loop == "auto"
+    assert loop.run(_loop_module(), event_loop).startswith("uvloop")
 
 
-def test_asyncio_opts_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HERALD_EVENT_LOOP", "asyncio")
-    assert loop.run(_loop_class_name()).startswith("asyncio")
+def test_asyncio_opts_out() -> None:
+    event_loop = Settings.from_env({"HERALD_EVENT_LOOP": " Asyncio "}).event_loop
+    assert loop.run(_loop_module(), event_loop).startswith("asyncio")
 
 
 def test_a_bad_choice_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    with pytest.raises(ConfigError, match="auto, uvloop, asyncio"):
+        Settings.from_env({"HERALD_EVENT_LOOP": "trio"})
     monkeypatch.setenv("HERALD_EVENT_LOOP", "trio")
-    with pytest.raises(ConfigError, match="auto, uvloop or asyncio"):
-        loop.loop_factory()
     assert main(["migrate"]) == 2
     assert "HERALD_EVENT_LOOP" in capsys.readouterr().err

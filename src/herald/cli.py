@@ -251,30 +251,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log_level, args.json_logs)
     try:
         settings = Settings.from_env()
-        loop.loop_factory()  # a bad HERALD_EVENT_LOOP is reported here, like any setting
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     app_spec = args.app or os.environ.get("HERALD_APP") or DEFAULT_APP
     try:
         if args.command == "migrate":
-            return loop.run(_migrate(settings))
+            return loop.run(_migrate(settings), settings.event_loop)
         if args.command == "demo":
             from herald.demo import run_demo
 
-            return loop.run(run_demo(settings, records=args.records))
+            return loop.run(run_demo(settings, records=args.records), settings.event_loop)
         if args.command in up.COMMANDS:
             return up.main(args, settings, lambda: load_app(app_spec))
         app = load_app(app_spec)
         if args.command == catalog_cli.COMMAND:
             return catalog_cli.main(app, settings, args)
         if args.command == "worker":
-            return loop.run(_worker(app, settings, args))
+            return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":
             from herald.schedules.scheduler import run_scheduler
 
-            return loop.run(run_scheduler(app, settings, interval=args.interval, batch=args.batch))
-        return loop.run(_with_client(app, settings, args))
+            return loop.run(
+                run_scheduler(app, settings, interval=args.interval, batch=args.batch),
+                settings.event_loop,
+            )
+        return loop.run(_with_client(app, settings, args), settings.event_loop)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except HeraldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 
 
 class ConfigError(ValueError):
@@ -61,6 +62,8 @@ class Settings:
     default_retention: float = 7 * 24 * 3600.0
     shutdown_grace: float = 30.0
     pool_size: int = 4
+    # auto: uvloop where installed (see herald.loop); asyncio opts out.
+    event_loop: str = "auto"
 
     def __post_init__(self) -> None:
         if not _SCHEMA_NAME.match(self.schema):
@@ -76,6 +79,11 @@ class Settings:
             raise ConfigError("poll and rescue intervals must be positive")
         if self.payload_limit <= 0:
             raise ConfigError("payload_limit must be positive")
+        if self.event_loop not in EVENT_LOOPS:
+            raise ConfigError(
+                f"HERALD_EVENT_LOOP must be one of {', '.join(EVENT_LOOPS)}, "
+                f"not {self.event_loop!r}"
+            )
 
     @property
     def heartbeat_interval(self) -> float:
@@ -108,4 +116,5 @@ class Settings:
             default_retention=_float(env, "HERALD_RETENTION", 7 * 24 * 3600.0),
             shutdown_grace=_float(env, "HERALD_SHUTDOWN_GRACE", 30.0),
             pool_size=int(_float(env, "HERALD_POOL_SIZE", 4)),
+            event_loop=(env.get("HERALD_EVENT_LOOP") or "auto").strip().lower(),
         )

@@ -78,7 +78,7 @@ def _http_options(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], Herald]) -> int:
     """Run one of :data:`COMMANDS` (the CLI has parsed its arguments)."""
     if args.command == "apikey":
-        return loop.run(_apikey(args, settings))
+        return loop.run(_apikey(args, settings), settings.event_loop)
     from herald.api import ApiSettings
 
     try:
@@ -90,7 +90,9 @@ def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], He
         api = ApiSettings(auth=False, retry_after=api.retry_after)
     app = load_app()
     if args.command == "serve":
-        return loop.run(serve(app, settings, api, host=args.host, port=args.port))
+        return loop.run(
+            serve(app, settings, api, host=args.host, port=args.port), settings.event_loop
+        )
     if args.concurrency < 1 or args.scheduler_interval <= 0:
         print(
             "error: --concurrency must be at least 1, --scheduler-interval positive",
@@ -108,7 +110,8 @@ def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], He
             concurrency=args.concurrency,
             queues=queues,
             scheduler_interval=None if args.no_scheduler else args.scheduler_interval,
-        )
+        ),
+        settings.event_loop,
     )
 
 

@@ -202,7 +202,7 @@ def main(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
             print(f"error: cannot read {path}: {exc}", file=sys.stderr)
             return 2
         spec = parse_dataset(data, path.resolve().parent)
-    return loop.run(_run(app, settings, args, spec))
+    return loop.run(_run(app, settings, args, spec), settings.event_loop)
 
 
 async def _run(
