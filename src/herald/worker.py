@@ -167,7 +167,8 @@ class Worker:
 
     async def run(self) -> None:
         """Work until :meth:`stop` is called (and the drain finishes)."""
-        self._info = conninfo(database_url(self.settings), self.settings.schema, "herald-worker")
+        url = database_url(self.settings)  # boots (or finds) the embedded server: once
+        self._info = conninfo(url, self.settings.schema, "herald-worker")
         # Handlers' connections are checked on checkout: after a database restart a dead
         # connection would otherwise fail a handler's transaction and cost it an attempt.
         # The control loops below retry their own failures at no cost to any job.
@@ -181,9 +182,7 @@ class Worker:
         # claim anew for every call cost more than running it (on the path to every
         # job's start). Only the claim: its generic plan is index scans even when built
         # on an empty table, where the completion's would not be.
-        claims_info = conninfo(
-            database_url(self.settings), self.settings.schema, "herald-worker", generic_plans=True
-        )
+        claims_info = conninfo(url, self.settings.schema, "herald-worker", generic_plans=True)
         self._claims = make_pool(claims_info, 1, name="herald-worker-claims")
         await self._claims.open(wait=False)
         maintenance = Maintenance(self.app, self.settings, self._control)
