@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from herald.catalog.errors import ExportConflict, SourceError
+from herald.catalog.errors import DataError, ExportConflict, SourceError
 from herald.catalog.export import ExportedFile, export_records, version_prefix
 from herald.catalog.sources import (
     SAMPLE_COLUMNS,
@@ -159,16 +159,58 @@ def test_typed_values_and_odd_column_names(tmp_path: Path) -> None:
     assert csv_path.read_bytes().decode().splitlines()[1] == (
         f"1,1.10,2025-05-06T07:08:09+00:00,{token},AP8=,2.5"
     )
-    with pytest.raises(SourceError, match="not a valid XML element name"):
-        export_records(source, store, "typed/v2", "typed", formats=["xml"])
-    with pytest.raises(SourceError, match="a record has 1 values for 2 columns"):
+    xml = export_records(source, store, "typed/v2", "typed", formats=["xml"])
+    assert xml.xml_names == ["_100", "price", "at", "token", "raw", "ratio"]
+    first = ET.parse(store.path(xml.files[0].key)).getroot()[0]
+    assert first.get("_100") == "1" and first.get("price") == "1.10"
+    with pytest.raises(DataError, match="record 2: 1 values for 2 columns"):
         export_records(
             GeneratedSource(["a", "b"], lambda: iter([(1, 2), (3,)])), store, "typed/v4", "typed"
         )
-    with pytest.raises(SourceError, match="type object cannot be exported"):
+    with pytest.raises(DataError, match=r"record 1, column 'a': .*type object cannot be exported"):
         export_records(
             GeneratedSource(["a"], lambda: iter([(object(),)])), store, "typed/v3", "typed"
         )
+    assert store.list() == ["typed/v1/typed.csv", "typed/v1/typed.json", "typed/v2/typed.xml"]
+
+
+def test_column_names_map_to_xml_names_every_parser_reads(tmp_path: Path) -> None:
+    columns = [
+        "id", "First Name", "amount (EUR)", "1st", "xml_id", "température", "名前",
+        "😀 mood", "a:b", "First_Name", "xmlns", "Straße",
+    ]  # fmt: skip
+    store = LocalExportStore(tmp_path / "exports")
+    rows = [tuple(f"{c}!" for c in columns)]
+    result = export_records(GeneratedSource(columns, lambda: iter(rows)), store, "n/v1", "n")
+    expected = [
+        "id", "First_Name_2", "amount_EUR", "_1st", "_xml_id", "température", "名前",
+        "_mood", "a_b", "First_Name", "_xmlns", "Straße",
+    ]  # fmt: skip
+    assert result.xml_names == expected
+    names = result.column_names()
+    assert names[0] == {"name": "id"}  # the same in every format
+    assert names[1] == {"name": "First Name", "xml_name": "First_Name_2"}
+    files = {f.format.name: store.path(f.key) for f in result.files}
+    record = ET.parse(files["xml"]).getroot()[0]
+    assert [record.get(n) for n in expected] == [f"{c}!" for c in columns]
+    # JSON and CSV keep the original names.
+    assert list(json.loads(files["json"].read_bytes())[0]) == columns
+    with files["csv"].open(encoding="utf-8", newline="") as handle:
+        assert next(csv.reader(handle)) == columns
+
+
+def test_a_csv_with_a_byte_order_mark_reads_its_first_column_by_name(tmp_path: Path) -> None:
+    source = tmp_path / "excel.csv"
+    source.write_bytes("\ufeffid,name\r\n1,Zoë\r\n".encode())
+    store = LocalExportStore(tmp_path / "exports")
+    result = export_records(CsvSource(source), store, "bom/v1", "bom")
+    assert result.columns == ["id", "name"]
+    files = {f.format.name: store.path(f.key) for f in result.files}
+    assert json.loads(files["json"].read_bytes()) == [{"id": "1", "name": "Zoë"}]
+    assert ET.parse(files["xml"]).getroot()[0].attrib == {"id": "1", "name": "Zoë"}
+    lines = tmp_path / "bom.jsonl"
+    lines.write_bytes('\ufeff{"id": 1}\n'.encode())
+    assert export_records(JsonLinesSource(lines), store, "bom/v2", "bom").columns == ["id"]
 
 
 def test_csv_source_streams_text_values(tmp_path: Path) -> None:
@@ -323,9 +365,16 @@ def test_existing_files_are_immutable(tmp_path: Path) -> None:
         ('{"a": 1}\n{"a": {"nested": true}}\n', "nested dict"),
         ('{"a": 1}\n{"a": 2, "b": 3}\n', "unknown field"),
         ('{"a": 1}\nnot json\n', "line 2"),
-        ('{"a": 1.5}\n{"a": NaN}\n', "not finite"),
-        ('{"a": "bell \\u0007"}\n', "control character"),
-        ('{"first name": 1}\n', "not a valid XML element name"),
+        ('{"a": 1.5}\n{"a": NaN}\n', "record 2, column 'a': .*not finite"),
+        (
+            '{"a": "ok"}\n{"a": "bell \\u0007"}\n',
+            r"record 2, column 'a': .*XML cannot carry \(U\+0007\)",
+        ),
+        (
+            '{"a": "ok", "b": "x"}\n{"b": "\\ud800"}\n',
+            r"record 2, column 'b': .*lone surrogate \(U\+D800\)",
+        ),
+        ('{"\\udc00": 1}\n', "column 1 holds a lone surrogate"),
         ("", "holds no records"),
     ],
 )
@@ -335,17 +384,20 @@ def test_bad_records_fail_clearly_and_write_nothing(
     source = tmp_path / "bad.jsonl"
     source.write_text(content, encoding="utf-8")
     store = LocalExportStore(tmp_path / "exports")
-    with pytest.raises(SourceError, match=message):
+    with pytest.raises(DataError, match=message):
         export_records(JsonLinesSource(source), store, "bad/v1", "bad")
+    for formats in [] if "XML" in message else [["json"], ["csv"]]:  # each finds the record
+        with pytest.raises(DataError, match=message):
+            export_records(JsonLinesSource(source), store, "bad/v1", "bad", formats=formats)
     assert store.list() == []
     assert not any(p.is_file() for p in (tmp_path / "exports").rglob("*"))
 
 
 def test_bad_csv_and_bad_names_are_refused(tmp_path: Path) -> None:
     source = tmp_path / "bad.csv"
-    source.write_text("a,b\n1,2\n3\n", encoding="utf-8")
+    source.write_text('a,b\n1,2\n"x\ny",2\n3\n', encoding="utf-8")
     store = LocalExportStore(tmp_path / "exports")
-    with pytest.raises(SourceError, match="line 3: 1 values for 2 columns"):
+    with pytest.raises(DataError, match=r"record 3 \(line 5\): 1 values for 2 columns"):
         export_records(CsvSource(source), store, "bad/v1", "bad")
     with pytest.raises(SourceError, match="cannot read"):
         export_records(CsvSource(tmp_path / "missing.csv"), store, "bad/v1", "bad")

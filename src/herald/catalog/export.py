@@ -14,8 +14,16 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from herald.catalog.errors import ExportConflict
-from herald.catalog.formats import FORMATS, Batch, Encoder, FileFormat, encoder, file_format
+from herald.catalog.errors import DataError, ExportConflict
+from herald.catalog.formats import (
+    FORMATS,
+    Batch,
+    Encoder,
+    FileFormat,
+    XmlEncoder,
+    encoder,
+    file_format,
+)
 from herald.catalog.sources import RecordSource
 from herald.catalog.store import ExportStore, Upload, check_segment
 
@@ -61,6 +69,15 @@ class ExportResult:
     columns: list[str]
     record_count: int
     files: list[ExportedFile]
+    xml_names: list[str] | None = None  # the columns' names in the XML file, if written
+
+    def column_names(self) -> list[dict[str, str]]:
+        """Each column's name, with its XML name where the XML file names it otherwise."""
+        names = self.xml_names or self.columns
+        return [
+            {"name": c} if x == c else {"name": c, "xml_name": x}
+            for c, x in zip(self.columns, names, strict=True)
+        ]
 
 
 def version_prefix(dataset_id: str, version: int) -> str:
@@ -114,16 +131,32 @@ def export_records(
         if store.exists(key):
             raise ExportConflict(f"{key} already exists and is immutable")
 
+    try:
+        return _export(source, store, keys, chosen, progress, batch_size, progress_every)
+    except DataError as exc:
+        raise exc.within(source.describe()) from None
+
+
+def _export(
+    source: RecordSource,
+    store: ExportStore,
+    keys: dict[str, str],
+    chosen: list[FileFormat],
+    progress: Progress | None,
+    batch_size: int,
+    progress_every: int,
+) -> ExportResult:
     with source.open() as records:
-        encoders = [(fmt, encoder(fmt, records.columns)) for fmt in chosen]  # may refuse
+        encoders = [(fmt, encoder(fmt, records.columns)) for fmt in chosen]
         sinks: list[_Sink] = []
         committed: list[str] = []
         try:
             for fmt, enc in encoders:
                 key = keys[fmt.name]
                 sinks.append(_Sink(fmt, enc, store.begin(key), key.rsplit("/", 1)[-1]))
-            width = len(records.columns)
-            count = _pump(records.rows, width, sinks, progress, batch_size, progress_every)
+            count = _pump(
+                records.rows, records.columns, sinks, progress, batch_size, progress_every
+            )
             for sink in sinks:
                 sink.emit(sink.encoder.footer())
             for sink in sinks:
@@ -146,12 +179,18 @@ def export_records(
         )
         for sink in sinks
     ]
-    return ExportResult(columns=list(records.columns), record_count=count, files=files)
+    xml = next((enc for _fmt, enc in encoders if isinstance(enc, XmlEncoder)), None)
+    return ExportResult(
+        columns=list(records.columns),
+        record_count=count,
+        files=files,
+        xml_names=xml.names if xml is not None else None,
+    )
 
 
 def _pump(
     rows: Any,
-    width: int,
+    columns: list[str],
     sinks: list[_Sink],
     progress: Progress | None,
     batch_size: int,
@@ -162,10 +201,14 @@ def _pump(
     count = 0
     next_report = progress_every
     iterator = iter(rows)
+    width = len(columns)
     while rows := list(islice(iterator, batch_size)):
-        batch = Batch(rows, width)
+        batch = Batch(rows, width, first=count + 1, names=columns)
         for sink in sinks:
-            sink.emit(sink.encoder.batch(batch))
+            try:
+                sink.emit(sink.encoder.batch(batch))
+            except UnicodeEncodeError:
+                raise batch.unencodable() from None
         count += batch.size
         if progress is not None and count >= next_report:
             progress(count)

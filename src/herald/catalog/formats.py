@@ -4,8 +4,10 @@ Each encoder turns a batch of rows into text; the exporter encodes, hashes and w
 that text, so an encoder never sees more than one batch. Values are carried the same
 way in every format: text, numbers and booleans as themselves, null as JSON ``null`` /
 an empty CSV field / an absent XML attribute, dates and times in ISO 8601, decimals
-and UUIDs as their text, bytes in base64. Non-finite floats and XML-forbidden
-characters are refused.
+and UUIDs as their text, bytes in base64. Non-finite floats, lone surrogates and
+XML-forbidden characters are refused with a :class:`DataError` naming the record and
+the column. JSON and CSV keep the column names as they are; XML names are mapped by
+:func:`xml_names` (every name a valid XML name, the mapping deterministic).
 """
 
 from __future__ import annotations
@@ -15,17 +17,21 @@ import datetime as dt
 import io
 import math
 import re
+import unicodedata
 import uuid
 from base64 import b64encode
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from json.encoder import encode_basestring
-from typing import Protocol
+from typing import Protocol, TypeVar
+from xml.parsers import expat
 
-from herald.catalog.errors import SourceError
+from herald.catalog.errors import DataError
 
 Row = Sequence[object]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,8 @@ def file_format(name: str) -> FileFormat:
         raise ValueError(f"unknown export format {name!r} (known: {', '.join(FORMATS)})") from None
 
 
-def _not_exportable(value: object) -> SourceError:
-    return SourceError(f"a value of type {type(value).__name__} cannot be exported: {value!r}")
+def _not_exportable(value: object) -> DataError:
+    return DataError(f"a value of type {type(value).__name__} cannot be exported: {value!r}")
 
 
 def _text(value: object) -> str:
@@ -71,13 +77,13 @@ def _text(value: object) -> str:
         return int.__repr__(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise SourceError(f"the number {value} is not finite and cannot be exported")
+            raise DataError(f"the number {value} is not finite and cannot be exported")
         return repr(value)
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, Decimal):
         if not value.is_finite():
-            raise SourceError(f"the number {value} is not finite and cannot be exported")
+            raise DataError(f"the number {value} is not finite and cannot be exported")
         return str(value)
     if isinstance(value, uuid.UUID):
         return str(value)
@@ -89,22 +95,74 @@ def _text(value: object) -> str:
 class Batch:
     """Rows read together, held column by column and shared by every encoder.
 
-    The text form of a column (used by XML and CSV alike) is computed once.
+    The text form of a column (used by XML and CSV alike) is computed once. ``first``
+    is the number of the batch's first record (from 1), so an error names its record.
     """
 
-    def __init__(self, rows: Sequence[Row], width: int) -> None:
+    def __init__(
+        self, rows: Sequence[Row], width: int, first: int = 1, names: Sequence[str] = ()
+    ) -> None:
         self.size = len(rows)
-        for row in rows:
+        self.first = first
+        self.names = list(names) or [str(i + 1) for i in range(width)]
+        for at, row in enumerate(rows):
             if len(row) != width:
-                raise SourceError(f"a record has {len(row)} values for {width} columns")
+                raise DataError(f"{len(row)} values for {width} columns", record=first + at)
         self.columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else []
         self._texts: dict[int, Sequence[str | None]] = {}
 
     def text(self, index: int) -> Sequence[str | None]:
         found = self._texts.get(index)
         if found is None:
-            found = self._texts[index] = _text_column(self.columns[index])
+            found = self._texts[index] = self.checked(index, _text_column, _text_or_none)
         return found
+
+    def checked(
+        self,
+        index: int,
+        convert: Callable[[Sequence[object]], _T],
+        one: Callable[[object], object],
+    ) -> _T:
+        """``convert(column)``; a refused value is found again with ``one`` (the same
+        conversion, one value at a time) so that the error names its record."""
+        try:
+            return convert(self.columns[index])
+        except DataError as exc:
+            raise self.locate(index, one, exc) from None
+
+    def locate(self, index: int, one: Callable[[object], object], exc: DataError) -> DataError:
+        for at, value in enumerate(self.columns[index]):
+            try:
+                one(value)
+            except DataError as found:
+                return DataError(found.problem, record=self.first + at, column=self.names[index])
+        return DataError(exc.problem, column=self.names[index])
+
+    def unencodable(self) -> DataError:
+        """The first text of the batch UTF-8 cannot encode (a lone surrogate, which a
+        JSON source can carry as an escape), by record and column."""
+        for index, column in enumerate(self.columns):
+            for at, value in enumerate(column):
+                if isinstance(value, str) and _SURROGATE.search(value):
+                    return DataError(
+                        f"holds a lone surrogate ({_codepoint(value, _SURROGATE)}), "
+                        "which UTF-8 cannot encode",
+                        record=self.first + at,
+                        column=self.names[index],
+                    )
+        return DataError("holds text UTF-8 cannot encode", record=self.first)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _codepoint(text: str, pattern: re.Pattern[str]) -> str:
+    found = pattern.search(text)
+    return f"U+{ord(found.group()):04X}" if found else "?"
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None or type(value) is str else _text(value)
 
 
 class Encoder(Protocol):
@@ -134,7 +192,7 @@ def _text_column(column: Sequence[object]) -> Sequence[str | None]:
 
 def _check_finite(numbers: Sequence[float]) -> None:
     if not all(map(math.isfinite, numbers)):
-        raise SourceError("a number is not finite (NaN or infinity) and cannot be exported")
+        raise DataError("a number is not finite (NaN or infinity) and cannot be exported")
 
 
 _STR_OR_NONE = frozenset({str, type(None)})
@@ -198,7 +256,7 @@ class JsonEncoder:
     def batch(self, batch: Batch) -> str:
         if not batch.size:
             return ""
-        columns = [_json_column(column) for column in batch.columns]
+        columns = [batch.checked(i, _json_column, _json_value) for i in range(len(batch.columns))]
         body = ",\n".join(map(self._record.__mod__, zip(*columns, strict=True)))
         lead = "\n" if self._first else ",\n"
         self._first = False
@@ -208,9 +266,6 @@ class JsonEncoder:
         return "]\n" if self._first else "\n]\n"
 
 
-_NAME_START = r"A-Z_a-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF"
-_NAME_START += r"\u200C-\u200D\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD"
-_XML_NAME = re.compile(rf"[{_NAME_START}][{_NAME_START}\-.0-9\u00B7\u0300-\u036F\u203F-\u2040]*")
 # Characters XML 1.0 cannot carry even escaped.
 _XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _XML_ATTRIBUTE_SPECIAL = re.compile('[&<>"\n\r\t]')
@@ -226,13 +281,72 @@ _ATTRIBUTE_ESCAPES = (
 )
 
 
-def xml_column_problem(column: str) -> str | None:
-    """Why ``column`` cannot be an XML element name, or None if it can."""
-    if not _XML_NAME.fullmatch(column):
-        return f"column {column!r} is not a valid XML element name"
-    if column.lower().startswith("xml"):
-        return f"column {column!r} starts with 'xml', which XML reserves"
-    return None
+@cache
+def _name_char(char: str, first: bool) -> bool:
+    """Whether every XML 1.0 parser takes ``char`` in a name (first: at its start).
+
+    The 5th edition of XML 1.0 allows nearly every character in names, but parsers
+    that follow the earlier editions (expat: Python's, Ruby's, PHP's...) take only the
+    letters and digits of Unicode 2.0, and refuse a file with any other. So the test is
+    one of those parsers: a name character it takes, every parser takes.
+    """
+    if char in _NAME_SYNTAX:
+        return False
+    name = f"{char}n" if first else f"n{char}n"
+    parser = expat.ParserCreate()
+    try:
+        parser.Parse(f"<{name}/>".encode(), True)
+    except (expat.ExpatError, UnicodeEncodeError):
+        return False
+    return True
+
+
+# Never part of a name here: ':' (namespaces), markup, and what would change the probe.
+_NAME_SYNTAX = frozenset(":<>/=\"'&")
+
+
+def _xml_name(column: str) -> str:
+    """The name a column gets in XML before de-duplication (see :func:`xml_names`)."""
+    text = unicodedata.normalize("NFC", column)
+    out: list[str] = []
+    for char in text:
+        if _name_char(char, first=False) or (not out and _name_char(char, first=True)):
+            out.append(char)
+        elif not out or out[-1] != "_":
+            out.append("_")  # a run of refused characters becomes one underscore
+    name = "".join(out)
+    if len(name) > 1 and name.endswith("_") and not _name_char(text[-1], first=False):
+        name = name[:-1]  # "amount (EUR)" -> "amount_EUR", not "amount_EUR_"
+    if not _name_char(name[0], first=True):
+        name = "_" + name  # "1st" -> "_1st"
+    if name[:3].lower() == "xml":
+        name = "_" + name  # XML reserves names starting with "xml"
+    return name
+
+
+def xml_names(columns: Sequence[str]) -> list[str]:
+    """Distinct XML names for ``columns``, in order; deterministic.
+
+    A name every XML parser takes (see :func:`_name_char`), without ':' and not
+    starting with "xml", is kept as it is. Any other is mapped: normalised to NFC, each
+    run of characters a name cannot hold becomes one "_" (a trailing one is dropped),
+    "_" is put before a name that cannot start as it does ("1st" -> "_1st") and before
+    one starting with "xml". A mapped name that another column already has gets "_2",
+    "_3"... (names kept as they are never change).
+    """
+    bases = [_xml_name(c) for c in columns]
+    kept = {c for c, b in zip(columns, bases, strict=True) if c == b}
+    taken: set[str] = set()
+    names: list[str] = []
+    for column, base in zip(columns, bases, strict=True):
+        name, n = base, 1
+        if column != base:
+            while name in taken or name in kept:
+                n += 1
+                name = f"{base}_{n}"
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 def _escape_all(texts: Sequence[str]) -> list[str]:
@@ -253,12 +367,9 @@ class XmlEncoder:
     """
 
     def __init__(self, columns: Sequence[str]) -> None:
-        for column in columns:
-            problem = xml_column_problem(column)
-            if problem:
-                raise SourceError(problem)
         self._columns = list(columns)
-        self._attribute = [f' {c}="{{}}"'.format for c in columns]
+        self.names = xml_names(columns)
+        self._attribute = [f' {c}="{{}}"'.format for c in self.names]
         self._record = "<record" + "%s" * len(self._columns) + "/>\n"
 
     def header(self) -> str:
@@ -267,18 +378,22 @@ class XmlEncoder:
     def batch(self, batch: Batch) -> str:
         if not batch.size:
             return ""
-        columns = [self._column(i, batch.text(i)) for i in range(len(batch.columns))]
+        columns = [self._column(batch, i, batch.text(i)) for i in range(len(batch.columns))]
         return "".join(map(self._record.__mod__, zip(*columns, strict=True)))
 
-    def _column(self, index: int, texts: Sequence[str | None]) -> list[str]:
+    def _column(self, batch: Batch, index: int, texts: Sequence[str | None]) -> list[str]:
         attribute = self._attribute[index]
         complete = None not in texts
         present: Sequence[str] = texts if complete else [t for t in texts if t is not None]  # type: ignore[assignment]
         joined = " ".join(present)  # a space is neither forbidden nor special
         if _XML_FORBIDDEN.search(joined):
-            raise SourceError(
-                f"column {self._columns[index]!r} holds a control character XML cannot carry"
-            )
+            for at, text in enumerate(texts):
+                if text is not None and _XML_FORBIDDEN.search(text):
+                    raise DataError(
+                        f"holds a character XML cannot carry ({_codepoint(text, _XML_FORBIDDEN)})",
+                        record=batch.first + at,
+                        column=self._columns[index],
+                    )
         if _XML_ATTRIBUTE_SPECIAL.search(joined):
             present = _escape_all(present)
         if complete:

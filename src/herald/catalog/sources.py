@@ -12,6 +12,7 @@ import contextlib
 import csv
 import datetime
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from herald import sql
-from herald.catalog.errors import SourceError
+from herald.catalog.errors import DataError, SourceError
 
 Row = Sequence[object]
 
@@ -48,20 +49,29 @@ class RecordSource(Protocol):
 def _check_columns(columns: Sequence[str], origin: str) -> list[str]:
     names = [str(c) for c in columns]
     if not names:
-        raise SourceError(f"{origin} has no columns")
-    if any(name == "" for name in names):
-        raise SourceError(f"{origin} has an empty column name")
+        raise DataError("names no columns", origin=origin)
     seen: set[str] = set()
-    for name in names:
+    for number, name in enumerate(names, start=1):
+        if name == "":
+            raise DataError(f"column {number} has an empty name", origin=origin)
+        if _SURROGATE.search(name):
+            raise DataError(
+                f"the name of column {number} holds a lone surrogate, which UTF-8 cannot encode",
+                origin=origin,
+            )
         if name in seen:
-            raise SourceError(f"{origin} has the column {name!r} twice")
+            raise DataError(f"has the column {name!r} twice", origin=origin)
         seen.add(name)
     return names
 
 
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
+
+
 @dataclass(frozen=True)
 class CsvSource:
-    """A UTF-8 CSV file whose first row names the columns; every value is text."""
+    """A UTF-8 CSV file whose first row names the columns; every value is text. A
+    byte-order mark (as spreadsheets write "CSV UTF-8") is skipped."""
 
     path: Path
     delimiter: str = ","
@@ -71,38 +81,47 @@ class CsvSource:
 
     @contextmanager
     def open(self) -> Iterator[Records]:
+        origin = self.describe()
         try:
-            handle = self.path.open(encoding="utf-8", newline="")
+            handle = self.path.open(encoding="utf-8-sig", newline="")
         except OSError as exc:
-            raise SourceError(f"cannot read {self.describe()}: {exc.strerror}") from None
+            raise SourceError(f"cannot read {origin}: {exc.strerror}") from None
         with handle:
             reader = csv.reader(handle, delimiter=self.delimiter)
             try:
                 header = next(reader)
             except StopIteration:
-                raise SourceError(f"{self.describe()} is empty (no header row)") from None
+                raise DataError("is empty (no header row)", origin=origin) from None
             except UnicodeDecodeError:
-                raise SourceError(f"{self.describe()} is not UTF-8 text") from None
-            columns = _check_columns(header, self.describe())
-            yield Records(columns, self._rows(reader, len(columns)))
+                raise DataError("is not UTF-8 text", line=1, origin=origin) from None
+            except csv.Error as exc:
+                raise DataError(str(exc), line=reader.line_num, origin=origin) from None
+            columns = _check_columns(header, origin)
+            yield Records(columns, self._rows(reader, columns))
 
-    def _rows(self, reader: Any, width: int) -> Iterator[Row]:
+    def _rows(self, reader: Any, columns: list[str]) -> Iterator[Row]:
+        origin, width, record = self.describe(), len(columns), 0
         try:
             for row in reader:
+                if not row:  # a blank line carries no record
+                    continue
+                record += 1
                 if len(row) != width:
-                    if not row:  # a blank line carries no record
-                        continue
-                    raise SourceError(
-                        f"{self.describe()} line {reader.line_num}: {len(row)} values "
-                        f"for {width} columns"
+                    raise DataError(
+                        f"{len(row)} values for {width} columns",
+                        record=record,
+                        line=reader.line_num,
+                        origin=origin,
                     )
                 yield row
         except UnicodeDecodeError:
-            raise SourceError(
-                f"{self.describe()} near line {reader.line_num} is not UTF-8 text"
+            raise DataError(
+                "is not UTF-8 text", record=record + 1, line=reader.line_num + 1, origin=origin
             ) from None
         except csv.Error as exc:
-            raise SourceError(f"{self.describe()} line {reader.line_num}: {exc}") from None
+            raise DataError(
+                str(exc), record=record + 1, line=reader.line_num, origin=origin
+            ) from None
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -124,19 +143,19 @@ class JsonLinesSource:
     @contextmanager
     def open(self) -> Iterator[Records]:
         try:
-            handle = self.path.open(encoding="utf-8")
+            handle = self.path.open(encoding="utf-8-sig")
         except OSError as exc:
             raise SourceError(f"cannot read {self.describe()}: {exc.strerror}") from None
         with handle:
             lines = self._objects(handle)
             first = next(lines, None)
             if first is None:
-                raise SourceError(f"{self.describe()} holds no records")
+                raise DataError("holds no records", origin=self.describe())
             columns = _check_columns(list(first[1]), self.describe())
             yield Records(columns, self._rows(first, lines, columns))
 
     def _objects(self, handle: Any) -> Iterator[tuple[int, Mapping[str, object]]]:
-        number = 0
+        number, origin = 0, self.describe()
         try:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
@@ -144,14 +163,12 @@ class JsonLinesSource:
                 try:
                     value = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise SourceError(f"{self.describe()} line {number}: {exc.msg}") from None
+                    raise DataError(exc.msg, line=number, origin=origin) from None
                 if not isinstance(value, dict):
-                    raise SourceError(f"{self.describe()} line {number}: not a JSON object")
+                    raise DataError("not a JSON object", line=number, origin=origin)
                 yield number, value
         except UnicodeDecodeError:
-            raise SourceError(
-                f"{self.describe()} near line {number + 1} is not UTF-8 text"
-            ) from None
+            raise DataError("is not UTF-8 text", line=number + 1, origin=origin) from None
 
     def _rows(
         self,
@@ -161,19 +178,24 @@ class JsonLinesSource:
     ) -> Iterator[Row]:
         known = set(columns)
 
+        origin = self.describe()
+
         def convert(number: int, obj: Mapping[str, object]) -> Row:
             if len(obj) > len(columns) or not known.issuperset(obj):
                 extra = sorted(set(obj) - known)
-                raise SourceError(
-                    f"{self.describe()} line {number}: unknown field(s) {extra} "
-                    f"(the first record fixes the columns)"
+                raise DataError(
+                    f"unknown field(s) {extra} (the first record fixes the columns)",
+                    line=number,
+                    origin=origin,
                 )
             row = tuple(obj.get(c) for c in columns)
             for column, value in zip(columns, row, strict=True):
                 if not isinstance(value, _SCALARS):
-                    raise SourceError(
-                        f"{self.describe()} line {number}: field {column!r} is a nested "
-                        f"{type(value).__name__}; only flat records can be exported"
+                    raise DataError(
+                        f"a nested {type(value).__name__}; only flat records can be exported",
+                        line=number,
+                        column=column,
+                        origin=origin,
                     )
             return row
 
