@@ -4,9 +4,11 @@ this process, real PostgreSQL, the embedded triple store and the local export st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import hashlib
 import json
+import logging
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
@@ -18,16 +20,23 @@ import httpx
 import pyoxigraph
 import pytest
 import uvicorn
+from rdflib import Graph, Literal, URIRef
 
 from herald import Herald, Settings, Worker
 from herald.api import ApiSettings, create_app, create_key
 from herald.api.catalog_downloads import ByteRange, Unsatisfiable, parse_range
 from herald.api.catalog_rdf import negotiate
 from herald.api.problems import Problem
-from herald.catalog.pipeline import close_embedded_store, register_catalog
+from herald.catalog import undo
+from herald.catalog.admission import save_dataset
+from herald.catalog.datasets import get_version
+from herald.catalog.pipeline import catalog_runtime, close_embedded_store, register_catalog
 from herald.catalog.publishing import CatalogSettings
 from herald.catalog.sources import SAMPLE_COLUMNS
-from herald.client import open_connection
+from herald.catalog.specs import parse_dataset
+from herald.client import Client, open_connection
+from tests.catalog.official import official_reports
+from tests.catalog.servers import free_port, oxigraph_server, virtuoso_server
 
 PUBLIC = "https://data.example.org"
 DATASET = f"{PUBLIC}/v1/datasets/measures#dataset"
@@ -99,16 +108,15 @@ class Api:
         return r
 
 
-@pytest.fixture
-async def api(settings: Settings, tmp_path: Path) -> AsyncIterator[Api]:
+@contextlib.asynccontextmanager
+async def serving(settings: Settings, catalog: CatalogSettings | None = None) -> AsyncIterator[Api]:
     """The API served by uvicorn on a loopback port; a worker runs in this process once
     the test starts it."""
-    local = settings.with_(data_dir=tmp_path / "data")
     app = Herald()
-    register_catalog(app, local, CatalogSettings(public_url=PUBLIC))
+    register_catalog(app, settings, catalog or CatalogSettings(public_url=PUBLIC))
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(app, local, ApiSettings()),
+            create_app(app, settings, ApiSettings()),
             host="127.0.0.1",
             port=0,
             log_level="warning",
@@ -122,13 +130,13 @@ async def api(settings: Settings, tmp_path: Path) -> AsyncIterator[Api]:
             assert not serving.done(), "the server stopped during start-up"
             await asyncio.sleep(0.02)
         port = server.servers[0].sockets[0].getsockname()[1]
-        async with await open_connection(local) as conn:
+        async with await open_connection(settings) as conn:
             tokens = {
                 scope: (await create_key(conn, scope, [scope])).token
-                for scope in ("submit", "read", "operate")
+                for scope in ("submit", "read", "operate", "admin")
             }
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            api = Api(http, app, local, tokens)
+            api = Api(http, app, settings, tokens)
             yield api
     finally:
         if api is not None and api.worker is not None and api.working is not None:
@@ -136,7 +144,13 @@ async def api(settings: Settings, tmp_path: Path) -> AsyncIterator[Api]:
             await asyncio.wait_for(api.working, 30)
         server.should_exit = True
         await asyncio.wait_for(serving, 30)
-        close_embedded_store(local)
+        close_embedded_store(settings)
+
+
+@pytest.fixture
+async def api(settings: Settings, tmp_path: Path) -> AsyncIterator[Api]:
+    async with serving(settings.with_(data_dir=tmp_path / "data")) as api:
+        yield api
 
 
 def triples(body: bytes, media_type: str) -> set[tuple[str, str, str]]:
@@ -285,6 +299,9 @@ async def test_publish_download_republish_catalog_and_sparql(api: Api, tmp_path:
         (2, "published"),
         (1, "published"),
     ]
+    listed_files = versions.json()[1]["files"]  # the list shows each version's files
+    assert sorted(f["download_url"] for f in listed_files) == sorted(kept)
+    assert versions.json()[0]["columns"] == [{"name": c} for c in SAMPLE_COLUMNS]
 
     # The catalog in three syntaxes; anything else is a 406 problem.
     for media in ("text/turtle", "application/ld+json", "application/rdf+xml"):
@@ -332,9 +349,16 @@ async def test_publish_download_republish_catalog_and_sparql(api: Api, tmp_path:
     assert after.json()["results"]["bindings"] == by_get.json()["results"]["bindings"]
 
     # Deleting version 1 is an operator's job; its files go, version 2 stays.
-    forbidden = await api.http.delete(v1["status_url"], headers=api.auth("submit"))
+    why = {"reason": "superseded by version 2"}
+    forbidden = await api.http.request(
+        "DELETE", v1["status_url"], json=why, headers=api.auth("submit")
+    )
     assert forbidden.status_code == 403
-    deletion = await api.http.delete(v1["status_url"], headers=api.auth("operate"))
+    unexplained = await api.http.delete(v1["status_url"], headers=api.auth("operate"))
+    assert unexplained.status_code == 422  # a removal says why
+    deletion = await api.http.request(
+        "DELETE", v1["status_url"], json=why, headers=api.auth("operate")
+    )
     assert deletion.status_code == 202 and deletion.headers["location"] == v1["status_url"]
     await api.wait_for_state(v1["status_url"], "deleted")
     gone = await api.http.get(next(iter(kept)), headers=api.auth("read"))
@@ -384,7 +408,12 @@ async def test_bad_input_is_refused_and_writes_nothing(api: Api) -> None:
         assert r.status_code == 404 and r.headers["content-type"].startswith(PROBLEM), path
     missing = await api.http.post("/v1/datasets/nowhere/publications", headers=api.auth("submit"))
     assert missing.status_code == 404
-    gone = await api.http.delete("/v1/datasets/nowhere/versions/1", headers=api.auth("operate"))
+    gone = await api.http.request(
+        "DELETE",
+        "/v1/datasets/nowhere/versions/1",
+        json={"reason": "cleanup"},
+        headers=api.auth("operate"),
+    )
     assert gone.status_code == 404
     for path in ["/v1/datasets/nowhere/versions/0", "/v1/datasets/no%20where"]:
         assert (await api.http.get(path, headers=read)).status_code == 422
@@ -442,10 +471,205 @@ async def test_scopes_recurrence_and_unpublished_versions(api: Api) -> None:
         started.json()["status_url"], headers={**api.auth("read"), "Accept": "text/turtle"}
     )
     assert turtle.status_code == 404 and turtle.json()["type"].endswith("/no-metadata")
-    busy = await api.http.delete(started.json()["status_url"], headers=api.auth("operate"))
+    busy = await api.http.request(
+        "DELETE", started.json()["status_url"], json={"reason": "x"}, headers=api.auth("operate")
+    )
     assert busy.status_code == 409 and busy.headers["content-type"].startswith(PROBLEM)
     empty = await api.http.get("/v1/catalog", headers={**api.auth("read"), "Accept": "*/*"})
     assert empty.status_code == 200 and empty.headers["content-type"].startswith("text/turtle")
+
+
+FULL = registration(
+    count=10,
+    tier="high",
+    publisher={
+        "name": "Example Statistics Office",
+        "uri": "https://example.org/office",
+        "type": {
+            "uri": "http://purl.org/adms/publishertype/NationalAuthority",
+            "label": "National authority",
+        },
+    },
+    license={
+        "uri": "https://creativecommons.org/licenses/by/4.0/",
+        "type": {"uri": "http://purl.org/adms/licencetype/Attribution", "label": "Attribution"},
+    },
+    spatial={
+        "uri": "http://publications.europa.eu/resource/authority/country/BEL",
+        "bbox": "POLYGON((2.5 49.5, 6.4 49.5, 6.4 51.5, 2.5 51.5, 2.5 49.5))",
+        "centroid": "POINT(4.5 50.5)",
+    },
+    temporal={"start": "2024-01-01", "end": "2024-12-31"},
+    landing_page="https://example.org/measures",
+)
+SERVER_FIELDS = ("schedule_id", "next_version", "versions_url", "removed")
+
+
+async def test_registration_carries_every_field_and_nothing_is_dropped_silently(
+    api: Api, tmp_path: Path
+) -> None:
+    # Registered as the CLI does (the same document, read from a file) ...
+    spec_file = tmp_path / "measures.json"
+    spec_file.write_text(json.dumps(FULL), "utf-8")
+    dataset, recurrence = parse_dataset(json.loads(spec_file.read_text("utf-8")), tmp_path)
+    async with await Client.open(api.app, api.settings) as client:
+        await save_dataset(client, dataset, recurrence)
+    shown = (await api.http.get("/v1/datasets/measures", headers=api.auth("read"))).json()
+    assert shown["spatial"] == FULL["spatial"] and shown["temporal"] == FULL["temporal"]
+    assert shown["landing_page"] == FULL["landing_page"]
+    assert shown["publisher"]["type"] == FULL["publisher"]["type"]
+    assert shown["license"] == FULL["license"]
+
+    # ... and again through the API, with what the API answered: nothing changes.
+    again = {k: v for k, v in shown.items() if k not in SERVER_FIELDS}
+    again["reason"] = "same description"
+    r = await api.http.post("/v1/datasets", json=again, headers=api.auth("submit"))
+    assert r.status_code == 200, r.text
+    assert r.json()["removed"] == []
+    assert {k: v for k, v in r.json().items() if k not in SERVER_FIELDS} == {
+        k: v for k, v in shown.items() if k not in SERVER_FIELDS
+    }
+    # A description that leaves fields out replaces the old one, and says what went.
+    shorter = {k: v for k, v in again.items() if k not in ("spatial", "temporal")}
+    r = await api.http.post("/v1/datasets", json=shorter, headers=api.auth("submit"))
+    assert r.status_code == 200 and r.json()["removed"] == ["spatial", "temporal"]
+
+    # The full description publishes at the high tier, every field in its DCAT-AP.
+    api.start_worker()
+    full = await api.http.post("/v1/datasets", json=FULL, headers=api.auth("submit"))
+    assert full.status_code == 200 and full.json()["removed"] == []
+    started = await api.http.post("/v1/datasets/measures/publications", headers=api.auth("submit"))
+    status = await api.wait_for_state(started.json()["status_url"], "published")
+    assert status["validation"]["conforms"] is True and status["validation"]["tier"] == "high"
+    turtle = await api.http.get(
+        status["status_url"], headers={**api.auth("read"), "Accept": "text/turtle"}
+    )
+    entry = triples(turtle.content, "text/turtle")
+    dct = "http://purl.org/dc/terms/"
+    assert (DATASET, dct + "spatial", FULL["spatial"]["uri"]) in entry
+    assert (DATASET, DCAT + "landingPage", FULL["landing_page"]) in entry
+    assert (FULL["license"]["uri"], dct + "type", FULL["license"]["type"]["uri"]) in entry
+
+    audit = await api.http.get(
+        "/v1/audit", params={"target_type": "dataset"}, headers=api.auth("read")
+    )
+    assert [(e["action"], e["actor"], e["reason"]) for e in audit.json()] == [
+        ("publish", "submit", "(no reason given)"),
+        ("update", "submit", "(no reason given)"),
+        ("update", "submit", "same description"),  # the shorter one
+        ("update", "submit", "same description"),
+    ]
+    assert audit.json()[1]["before"]["spatial"] is None
+    assert audit.json()[1]["after"]["spatial"] == FULL["spatial"]
+
+
+async def test_publications_honour_idempotency_keys_and_are_audited(api: Api) -> None:
+    r = await api.http.post("/v1/datasets", json=registration(count=10), headers=api.auth("submit"))
+    assert r.status_code == 201
+    url = "/v1/datasets/measures/publications"
+    headers = {**api.auth("submit"), "Idempotency-Key": "nightly-2025-06-01"}
+    first = await api.http.post(url, json={"reason": "nightly"}, headers=headers)
+    again = await api.http.post(url, json={"reason": "nightly"}, headers=headers)
+    assert first.status_code == again.status_code == 202, first.text
+    assert first.json()["outcome"] == "created" and again.json()["outcome"] == "replay"
+    assert again.json()["id"] == first.json()["id"] and again.json()["version"] == 1
+
+    api.start_worker()
+    await api.wait_for_state(first.json()["status_url"], "published")
+    # Retried after it finished: still the same publication, not a second version.
+    late = await api.http.post(url, json={"reason": "nightly"}, headers=headers)
+    assert late.status_code == 202 and late.json()["outcome"] == "replay"
+    assert late.json()["version"] == 1
+    other = await api.http.post(
+        url, headers={**api.auth("submit"), "Idempotency-Key": "nightly-2025-06-02"}
+    )
+    assert other.json()["outcome"] == "created" and other.json()["version"] == 2
+    versions = await api.http.get("/v1/datasets/measures/versions", headers=api.auth("read"))
+    assert [v["version"] for v in versions.json()] == [2, 1]
+    log = await api.http.get("/v1/audit", params={"action": "publish"}, headers=api.auth("read"))
+    assert [(e["reason"], e["after"]["version"]) for e in log.json()] == [
+        ("(no reason given)", 2),
+        ("nightly", 1),
+    ]
+
+
+async def test_a_cancelled_publication_shows_failed_at_once_and_is_undone(api: Api) -> None:
+    r = await api.http.post("/v1/datasets", json=registration(count=10), headers=api.auth("submit"))
+    assert r.status_code == 201
+    started = await api.http.post("/v1/datasets/measures/publications", headers=api.auth("submit"))
+    body = started.json()
+    cancel = await api.http.post(
+        f"/v1/jobs/{body['id']}/cancel", json={"reason": "wrong data"}, headers=api.auth("operate")
+    )
+    assert cancel.status_code == 200, cancel.text
+    # The version follows its job at once, before any cleanup has run.
+    status = (await api.http.get(body["status_url"], headers=api.auth("read"))).json()
+    assert status["state"] == "failed" and status["job_state"] == "cancelled"
+    assert "cancelled by operate: wrong data" in status["error"]
+    # The catalog's reconcile duty settles the row itself (files, entry, state).
+    assert await undo.reconcile(catalog_runtime(api.app), grace=0) == 1
+    async with await open_connection(api.settings) as conn:
+        record = await get_version(conn, "measures", 1)
+    assert record is not None and record.state == "failed" and not record.abandoned
+    assert record.error == "publication cancelled: cancelled by operate: wrong data"
+    assert await undo.reconcile(catalog_runtime(api.app), grace=0) == 0
+
+
+@pytest.mark.parametrize("server", ["oxigraph", "virtuoso"])
+async def test_the_catalog_through_real_sparql_servers(
+    server: str, settings: Settings, tmp_path: Path
+) -> None:
+    """Published, served and validated through Oxigraph's server and Virtuoso: what a
+    reader gets from ``/v1/catalog`` conforms to the official shapes."""
+    start = oxigraph_server if server == "oxigraph" else virtuoso_server
+    with start(tmp_path) as endpoint:
+        catalog = CatalogSettings(
+            public_url=PUBLIC,
+            sparql_query_url=endpoint.query_url,
+            sparql_update_url=endpoint.update_url,
+        )
+        async with serving(settings.with_(data_dir=tmp_path / "data"), catalog) as api:
+            await _publish_and_read(api, server)
+
+
+async def _publish_and_read(api: Api, server: str) -> None:
+    r = await api.http.post(
+        "/v1/datasets", json={**FULL, "id": "measures"}, headers=api.auth("submit")
+    )
+    assert r.status_code in (200, 201), r.text
+    api.start_worker()
+    started = await api.http.post("/v1/datasets/measures/publications", headers=api.auth("submit"))
+    await api.wait_for_state(started.json()["status_url"], "published")
+    served = await api.http.get(
+        "/v1/catalog", headers={**api.auth("read"), "Accept": "text/turtle"}
+    )
+    assert served.status_code == 200, (server, served.text)
+    graph = Graph().parse(data=served.content, format="turtle")
+    assert (URIRef(DATASET), URIRef(DCAT + "version"), Literal("1")) in graph
+    for shapes, report in official_reports(graph).items():
+        assert report.conforms, (server, shapes, report.text())
+    sparql = await api.http.get(
+        "/v1/sparql",
+        params={"query": f"ASK {{ GRAPH ?g {{ <{DATASET}> a <{DCAT}Dataset> }} }}"},
+        headers=api.auth("read"),
+    )
+    assert sparql.status_code == 200 and sparql.json()["boolean"] is True, (server, sparql.text)
+
+
+async def test_a_failing_triple_store_is_one_500_and_one_traceback(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/sparql"  # nothing listens there
+    catalog = CatalogSettings(public_url=PUBLIC, sparql_query_url=closed, sparql_update_url=closed)
+    async with serving(settings.with_(data_dir=tmp_path / "data"), catalog) as api:
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            r = await api.http.get("/v1/catalog", headers=api.auth("read"))
+    assert r.status_code == 500 and r.headers["content-type"].startswith(PROBLEM)
+    assert r.json()["detail"] == "internal error; see the server log"
+    tracebacks = [rec for rec in caplog.records if rec.exc_info is not None]
+    assert len(tracebacks) == 1, [rec.getMessage() for rec in tracebacks]
+    assert tracebacks[0].getMessage() == "unhandled error on GET /v1/catalog"
 
 
 @pytest.mark.parametrize(

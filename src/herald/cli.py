@@ -1,8 +1,9 @@
-"""``herald`` command line: migrate, worker, scheduler, enqueue, jobs, job, dead, demo."""
+"""``herald``: the command line (``herald --help`` lists every command)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import importlib.util
 import json
@@ -22,6 +23,7 @@ from herald.registry import Herald
 from herald.worker import Worker, run_worker
 
 DEFAULT_APP = "herald.demo:app"
+log = logging.getLogger("herald.cli")
 
 
 def load_app(spec: str) -> Herald:
@@ -46,52 +48,94 @@ def load_app(spec: str) -> Herald:
     return app
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="herald", description=__doc__)
+DESCRIPTION = (
+    """Reliable asynchronous publishing on PostgreSQL.
+
+Run everything in one process with `herald up`, or scale out with `herald serve`,
+`herald worker` and `herald scheduler`. Each command's --help shows its options and
+their defaults. Without --app (or $HERALD_APP) the commands use Herald's built-in catalog
+application ("""
+    + DEFAULT_APP
+    + """: the catalog.publish and catalog.delete_version kinds)."""
+)
+
+# Commands that keep running: their start-up and progress are logged at INFO. The
+# one-shot commands log warnings only, so their output stays what they print.
+LONG_RUNNING = ("worker", "scheduler", "serve", "up")
+
+
+def _common(parser: argparse.ArgumentParser, top: bool) -> None:
+    """--app and logging options, accepted before the command or after it."""
+    # Below the command the defaults are SUPPRESS: a value given there wins, and a
+    # value given before the command is not reset.
+    default: object = None if top else argparse.SUPPRESS
     parser.add_argument(
         "--app",
-        default=None,
-        help=f"application, module:attr (default {DEFAULT_APP}, or $HERALD_APP)",
+        default=default,
+        metavar="MODULE:ATTR",
+        help=f"the application (default $HERALD_APP, else {DEFAULT_APP})",
     )
-    parser.add_argument("--log-level", default="INFO")
-    parser.add_argument("--json-logs", action="store_true", help="structured JSON log lines")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--log-level",
+        default=default,
+        help="log level (default INFO for worker, scheduler, serve and up; WARNING for others)",
+    )
+    parser.add_argument(
+        "--json-logs",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="structured JSON log lines",
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="herald",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("migrate", help="apply pending migrations (safe to run concurrently)")
 
-    worker = sub.add_parser("worker", help="run jobs until SIGTERM/SIGINT")
+    worker = sub.add_parser("worker", help="run jobs until SIGTERM/SIGINT (with housekeeping)")
     worker.add_argument(
         "--queues", default=None, help="comma-separated queues (default: all the app's)"
     )
-    worker.add_argument("--concurrency", type=int, default=10)
-    worker.add_argument("--batch", type=int, default=None, help="jobs claimed per statement")
+    worker.add_argument("--concurrency", type=int, default=10, help="jobs run at once")
     worker.add_argument(
-        "--no-maintenance", action="store_true", help="do not run rescuer/pruner here"
+        "--batch", type=int, default=None, help="jobs claimed per statement (default: concurrency)"
+    )
+    worker.add_argument(
+        "--no-maintenance",
+        action="store_true",
+        help="run no housekeeping here (rescue, prune, cleanup, sweeps): another process must",
     )
 
     enqueue = sub.add_parser("enqueue", help="admit one job")
     enqueue.add_argument("kind")
     enqueue.add_argument("--payload", default="{}", help="JSON object")
-    enqueue.add_argument("--key", default=None)
-    enqueue.add_argument("--idempotency-key", default=None)
-    enqueue.add_argument("--priority", type=int, default=None)
-    enqueue.add_argument("--queue", default=None)
+    enqueue.add_argument("--key", default=None, help="the object the job acts on")
+    enqueue.add_argument("--idempotency-key", default=None, help="replays answer the original")
+    enqueue.add_argument("--priority", type=int, default=None, help="(default: the kind's)")
+    enqueue.add_argument("--queue", default=None, help="(default: the kind's)")
 
     jobs = sub.add_parser("jobs", help="list recent jobs")
-    jobs.add_argument("--state", default=None)
-    jobs.add_argument("--kind", default=None)
-    jobs.add_argument("--queue", default=None)
-    jobs.add_argument("--key", default=None)
-    jobs.add_argument("--limit", type=int, default=50)
+    jobs.add_argument("--state", default=None, help="waiting, running, succeeded, dead...")
+    jobs.add_argument("--kind", default=None, help="only this kind")
+    jobs.add_argument("--queue", default=None, help="only this queue")
+    jobs.add_argument("--key", default=None, help="only this object")
+    jobs.add_argument("--limit", type=int, default=50, help="most rows shown")
 
     job = sub.add_parser("job", help="show one job")
     job.add_argument("id", type=int)
 
     dead = sub.add_parser("dead", help="list dead-lettered jobs")
-    dead.add_argument("--kind", default=None)
-    dead.add_argument("--queue", default=None)
-    dead.add_argument("--key", default=None)
-    dead.add_argument("--limit", type=int, default=50)
+    dead.add_argument("--kind", default=None, help="only this kind")
+    dead.add_argument("--queue", default=None, help="only this queue")
+    dead.add_argument("--key", default=None, help="only this object")
+    dead.add_argument("--limit", type=int, default=50, help="most rows shown")
 
     sub.add_parser("queues", help="queue depth, oldest waiting age, running")
 
@@ -102,12 +146,42 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="publish a sample dataset to the catalog, end to end, on the embedded database"
     )
-    demo.add_argument(
-        "--records", type=int, default=300_000, help="generated records (default 300,000)"
-    )
+    demo.add_argument("--records", type=int, default=300_000, help="generated records")
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
+    _finish(sub)
     return parser
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Appends each option's default to its help, unless there is nothing to say."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "default" in text
+            or not action.option_strings
+            or action.default in (None, False, argparse.SUPPRESS)
+        ):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+def _finish(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Every command takes --app and the logging options, and shows its defaults."""
+    for command in sub.choices.values():
+        for parser in [command, *_nested(command)]:
+            _common(parser, top=False)
+            parser.formatter_class = _DefaultsFormatter
+
+
+def _nested(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += [child, *_nested(child)]
+    return found
 
 
 class _JsonFormatter(logging.Formatter):
@@ -233,6 +307,8 @@ async def _with_client(app: Herald, settings: Settings, args: argparse.Namespace
 
 
 async def _worker(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
+    """Run jobs and, unless --no-maintenance, the housekeeping duties this process is
+    given (rescue, prune, cleanup, the application's sweeps: one process at a time)."""
     queues = [q for q in (args.queues or "").split(",") if q] or None
     worker = Worker(
         app,
@@ -240,21 +316,42 @@ async def _worker(app: Herald, settings: Settings, args: argparse.Namespace) -> 
         concurrency=args.concurrency,
         settings=settings,
         batch=args.batch,
-        maintenance=not args.no_maintenance,
+        maintenance=False,  # the housekeeper runs it, in one process at a time
     )
-    await run_worker(worker)
+    if args.no_maintenance:
+        await run_worker(worker)
+        return 0
+    from herald.ops.housekeeping import Housekeeper
+
+    keeper = await Housekeeper.open(app, settings)
+    stop = asyncio.Event()
+    keeping = asyncio.create_task(keeper.run(stop), name="housekeeping")
+    try:
+        await run_worker(worker)
+    finally:
+        stop.set()
+        await keeping
+        await keeper.close()
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _setup_logging(args.log_level, args.json_logs)
+    level = args.log_level or ("INFO" if args.command in LONG_RUNNING else "WARNING")
+    _setup_logging(level, args.json_logs)
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     app_spec = args.app or os.environ.get("HERALD_APP") or DEFAULT_APP
+    if args.command in LONG_RUNNING and app_spec == DEFAULT_APP:
+        log.warning(
+            "no --app given (nor HERALD_APP): %s runs Herald's built-in catalog application "
+            "(%s); name yours with --app module:attr",
+            args.command,
+            DEFAULT_APP,
+        )
     try:
         if args.command == "migrate":
             return loop.run(_migrate(settings), settings.event_loop)

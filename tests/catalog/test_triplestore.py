@@ -1,22 +1,18 @@
-"""Triple store backends: embedded Oxigraph and Oxigraph's own server over HTTP."""
+"""Triple store backends: embedded Oxigraph, and over HTTP Oxigraph's server and Virtuoso
+(real servers started here, spoken to by the SPARQL 1.1 protocol)."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-import httpx
 import pyoxigraph
 import pytest
 from rdflib import Graph, URIRef
+from rdflib.namespace import XSD
 
 from herald.catalog.errors import TripleStoreError
 from herald.catalog.metadata import DCAT, render_catalog, render_entry
@@ -26,12 +22,18 @@ from herald.catalog.triplestore import (
     TripleStore,
     delete_entry,
     export_catalog,
+    read_graphs,
     replace_entry,
     replace_update,
 )
+from herald.catalog.validation import validate
+from tests.catalog.official import official_reports
 from tests.catalog.samples import CATALOG, HIGH_DATASET, ISSUED, MODIFIED, URLS, files
+from tests.catalog.servers import Endpoint, oxigraph_server, virtuoso_server
 
 ENTRY = URLS.entry_graph("measures")
+FOREIGN = "https://elsewhere.example.org/graphs/their-data"  # a graph Herald did not write
+GRAPHS = [URLS.catalog_graph, ENTRY]
 COPIES = (
     "PREFIX dcat: <http://www.w3.org/ns/dcat#> "
     f"SELECT ?v (COUNT(DISTINCT ?dist) AS ?n) WHERE {{ GRAPH <{ENTRY}> {{ "
@@ -51,57 +53,30 @@ def _parsed_by_oxigraph(data: bytes, fmt: pyoxigraph.RdfFormat) -> Graph:
     return Graph().parse(data=ntriples.decode("utf-8"), format="nt")
 
 
-def _oxigraph_binary() -> str:
-    found = shutil.which("oxigraph") or str(Path(sys.executable).parent / "oxigraph")
-    assert Path(found).exists(), "the oxigraph server (PyPI package oxigraph) is required"
-    return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@pytest.fixture(scope="module")
+def oxigraph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
+    with oxigraph_server(tmp_path_factory.mktemp("oxigraph-server")) as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="module")
-def oxigraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    location = tmp_path_factory.mktemp("oxigraph-server")
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    with subprocess.Popen(
-        [_oxigraph_binary(), "serve", "--location", str(location), "--bind", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ) as server:
-        try:
-            deadline = time.monotonic() + 30
-            while True:  # wait until it answers (a readiness wait, not a speed check)
-                try:
-                    httpx.post(
-                        f"{base}/query",
-                        content=b"ASK {}",
-                        headers={"Content-Type": "application/sparql-query"},
-                    ).raise_for_status()
-                    break
-                except httpx.HTTPError:
-                    assert server.poll() is None, "oxigraph server exited"
-                    assert time.monotonic() < deadline, "oxigraph server did not start"
-                    time.sleep(0.1)
-            yield base
-        finally:
-            server.terminate()
-            server.wait()
+def virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
+    with virtuoso_server(tmp_path_factory.mktemp("virtuoso")) as endpoint:
+        yield endpoint
 
 
-@pytest.fixture(params=["embedded", "http"])
+@pytest.fixture(params=["embedded", "oxigraph", "virtuoso"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TripleStore]:
     backend: TripleStore
     if request.param == "embedded":
         backend = OxigraphStore(tmp_path / "store")
     else:
-        base = request.getfixturevalue("oxigraph_server")
-        backend = SparqlEndpointStore(f"{base}/query", f"{base}/update")
-        backend.update("DROP SILENT ALL")  # the server is shared by this module's tests
+        endpoint: Endpoint = request.getfixturevalue(request.param)
+        backend = SparqlEndpointStore(endpoint.query_url, endpoint.update_url)
+        # The server is shared by this module's tests: empty Herald's graphs (a server's
+        # own system graphs stay, as they would on a shared store).
+        for graph in (URLS.catalog_graph, ENTRY, FOREIGN):
+            delete_entry(backend, graph)
     try:
         yield backend
     finally:
@@ -122,14 +97,31 @@ def test_replace_keeps_exactly_one_copy_and_delete_is_idempotent(store: TripleSt
 def test_catalog_exports_in_three_syntaxes(store: TripleStore) -> None:
     replace_entry(store, URLS.catalog_graph, render_catalog(CATALOG, URLS))
     replace_entry(store, ENTRY, _entry(2))
+    foreign = Graph().parse(
+        data=f'<{FOREIGN}#x> <http://example.org/p> "not Herald data" .', format="nt"
+    )
+    replace_entry(store, FOREIGN, foreign)
     expected = len(render_catalog(CATALOG, URLS) + _entry(2))
-    turtle = Graph().parse(data=export_catalog(store, "turtle"), format="turtle")
-    jsonld = _parsed_by_oxigraph(export_catalog(store, "json-ld"), pyoxigraph.RdfFormat.JSON_LD)
-    rdfxml = Graph().parse(data=export_catalog(store, "rdf-xml"), format="xml")
+
+    def export(syntax: str) -> bytes:
+        return export_catalog(store, syntax, graphs=GRAPHS)
+
+    turtle = Graph().parse(data=export("turtle"), format="turtle")
+    jsonld = _parsed_by_oxigraph(export("json-ld"), pyoxigraph.RdfFormat.JSON_LD)
+    rdfxml = Graph().parse(data=export("rdf-xml"), format="xml")
     assert len(turtle) == len(jsonld) == len(rdfxml) == expected
     assert turtle.isomorphic(jsonld) and turtle.isomorphic(rdfxml)
-    assert isinstance(json.loads(export_catalog(store, "json-ld")), list | dict)
-    assert ET.fromstring(export_catalog(store, "rdf-xml")).tag.endswith("RDF")
+    assert isinstance(json.loads(export("json-ld")), list | dict)
+    assert ET.fromstring(export("rdf-xml")).tag.endswith("RDF")
+    # Only the graphs named: not another's data, nor a server's system graphs.
+    assert not any(str(s).startswith(FOREIGN) for s in turtle.subjects())
+    # What readers get conforms, whatever the store did to the datatypes it keeps.
+    assert {o.datatype for o in turtle.objects(None, DCAT.byteSize)} == {  # type: ignore[attr-defined]
+        XSD.nonNegativeInteger
+    }
+    assert validate(read_graphs(store, [ENTRY]), "high").conforms
+    for name, report in official_reports(turtle).items():
+        assert report.conforms, (name, store, report.text())
     dataset = URIRef(URLS.dataset("measures"))
     assert (URIRef(URLS.catalog), DCAT.dataset, dataset) in turtle
     constructed = store.construct(
@@ -137,14 +129,19 @@ def test_catalog_exports_in_three_syntaxes(store: TripleStore) -> None:
     )
     assert set(constructed.subjects()) == {dataset}
     with pytest.raises(ValueError, match="unknown catalog syntax"):
-        export_catalog(store, "n3")
+        export_catalog(store, "n3", graphs=GRAPHS)
+    assert store.ask(f"ASK {{ GRAPH <{ENTRY}> {{ ?s ?p ?o }} }}") is True
+    assert store.ask(f"ASK {{ GRAPH <{FOREIGN}> {{ <urn:x:none> ?p ?o }} }}") is False
 
 
 def test_bad_requests_are_refused_clearly(store: TripleStore) -> None:
     with pytest.raises(TripleStoreError):
         store.select("SELECT nonsense")
-    with pytest.raises(TripleStoreError):
-        store.select("DELETE WHERE { ?s ?p ?o }")  # the query side is read-only
+    if not (isinstance(store, SparqlEndpointStore) and store.query_url == store.update_url):
+        # Virtuoso answers queries and updates at one URL, and runs either: Herald sends
+        # its query side nothing but queries it wrote or parsed (see /v1/sparql).
+        with pytest.raises(TripleStoreError):
+            store.select("DELETE WHERE { ?s ?p ?o }")  # the query side is read-only
     with pytest.raises(TripleStoreError, match="not a SELECT"):
         store.select("ASK {}")
     with pytest.raises(ValueError, match="absolute IRI"):

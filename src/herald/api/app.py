@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from herald.api import catalog, health, jobs, operations, problems, schedules
+from herald.api import catalog, docs, health, jobs, operations, problems, schedules
 from herald.api.state import ApiSettings, ApiState
 from herald.client import Client
 from herald.config import Settings
@@ -34,7 +34,8 @@ turns it off, for a local demo. `/healthz`, `/readyz`, `/metrics` and this docum
 need no key.
 
 **Manual actions** take a `reason` in the body; the key's name is recorded as the actor
-in the audit log (`GET /v1/audit`).
+in the audit log (`GET /v1/audit`). Registering a dataset and requesting a publication
+take an optional `reason`; deleting a version, like every other removal, needs one.
 
 **Admission.** `POST /v1/jobs` answers 202 with the job's id, version and status URL
 (also in `Location`). A trigger for an object (kind + key) that already has an active
@@ -43,8 +44,10 @@ replays the original answer; the same key with another request is a 409. A key c
 with `--max-active-jobs N` gets a 429 with `Retry-After` while N of its jobs are
 waiting or running.
 
-**Errors** are `application/problem+json` (RFC 9457): 401/403 for keys and scopes, 404
-for unknown ids, 409 for conflicts, 413 for oversized payloads, 422 for invalid input.
+**Errors** are `application/problem+json` (RFC 9457): 400 for a body that is not JSON
+(saying where it breaks), 401/403 for keys and scopes, 404 for unknown ids, 409 for
+conflicts, 413 for oversized payloads, 415 for a body sent as another media type than
+`application/json`, 422 for invalid input.
 """
 
 
@@ -77,7 +80,10 @@ def create_app(
         description=DESCRIPTION,
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by herald.api.docs from the installed package, not a CDN
+        redoc_url=None,
     )
+    docs.install(app)
     problems.install(app)
     problems.map_error(app, ScheduleError, 422, "invalid-schedule")
     problems.map_error(app, RecurrenceError, 422, "invalid-schedule")

@@ -9,7 +9,7 @@ Turtle, JSON-LD or RDF/XML by content negotiation; the SPARQL endpoint is read-o
 
 from __future__ import annotations
 
-from datetime import time
+from datetime import date, time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -23,7 +23,8 @@ from herald.api import catalog_rdf
 from herald.api.auth import Principal, require
 from herald.api.catalog_downloads import file_response
 from herald.api.catalog_rdf import RDF_SYNTAXES, negotiate, rdf_response, stores
-from herald.api.models import Strict
+from herald.api.jobs import IdempotencyKey
+from herald.api.models import ActionIn, Reason, Strict
 from herald.api.problems import Problem, not_found, responses
 from herald.api.state import ApiState, State
 from herald.catalog.datasets import (
@@ -38,10 +39,11 @@ from herald.catalog.datasets import (
     list_versions,
 )
 from herald.catalog.errors import CatalogError, MetadataError, SourceError
-from herald.catalog.metadata import Agent, Concept, ContactPoint, DatasetInfo, License, language
 from herald.catalog.pipeline import request_deletion, request_publication, save_dataset
 from herald.catalog.sources import SOURCE_TYPES
+from herald.catalog.specs import dataset_spec, parse_dataset
 from herald.client import Enqueued
+from herald.ops.audit import NO_REASON, Note
 
 router = APIRouter(tags=["catalog"])
 router.include_router(catalog_rdf.router)
@@ -58,14 +60,32 @@ Line = Annotated[str, Field(min_length=1, max_length=1000, pattern=r"^[^\x00]*[^
 Uri = Annotated[str, Field(min_length=3, max_length=2000, pattern=r"^[A-Za-z][A-Za-z0-9+.-]*:\S+$")]
 
 
+Label = Annotated[str, Field(max_length=1000, pattern=r"^[^\x00]*$")]
+Wkt = Annotated[str, Field(min_length=1, max_length=100_000, pattern=r"^[^\x00]*$")]
+Language = Annotated[
+    str,
+    Field(
+        pattern=r"^([A-Za-z]{3}|[A-Za-z][A-Za-z0-9+.-]*:\S+)$",
+        max_length=2000,
+        description="a three-letter code such as ENG, or an authority URI",
+    ),
+]
+
+
+class ConceptIn(Strict):
+    uri: Uri
+    label: Label
+
+
 class PublisherIn(Strict):
     name: Line
     uri: Uri
+    type: ConceptIn | None = Field(default=None, description="an ADMS publisher type")
 
 
-class ThemeIn(Strict):
+class LicenseIn(Strict):
     uri: Uri
-    label: Annotated[str, Field(max_length=1000, pattern=r"^[^\x00]*$")]
+    type: ConceptIn | None = Field(default=None, description="an ADMS licence type")
 
 
 class ContactIn(Strict):
@@ -74,6 +94,17 @@ class ContactIn(Strict):
         Annotated[str, Field(max_length=320, pattern=r"^(mailto:)?[^@\s<>]+@[^@\s<>]+$")] | None
     ) = None
     url: Uri | None = None
+
+
+class LocationIn(Strict):
+    uri: Uri
+    bbox: Wkt | None = Field(default=None, description="a WKT polygon")
+    centroid: Wkt | None = Field(default=None, description="a WKT point")
+
+
+class PeriodIn(Strict):
+    start: date
+    end: date | None = None
 
 
 class RecurrenceIn(Strict):
@@ -89,23 +120,32 @@ class RecurrenceIn(Strict):
 
 
 class DatasetIn(Strict):
+    """A dataset's description: the same document ``herald dataset register --file``
+    reads, and ``GET /v1/datasets/{id}`` answers (so it can be sent back unchanged)."""
+
     id: Annotated[str, Field(pattern=SEGMENT)]
     title: Line
     description: Text
     publisher: PublisherIn
-    license: Uri | None = None
+    license: Uri | LicenseIn | None = None
     keywords: Annotated[list[Line], Field(max_length=100)] = []
-    themes: Annotated[list[ThemeIn], Field(max_length=100)] = []
+    themes: Annotated[list[ConceptIn], Field(max_length=100)] = []
     contact_point: ContactIn | None = None
-    languages: Annotated[
-        list[Annotated[str, Field(pattern=r"^[A-Za-z]{3}$")]], Field(max_length=50)
-    ] = Field(default=[], description="three-letter codes such as ENG")
+    languages: Annotated[list[Language], Field(max_length=50)] = []
+    spatial: LocationIn | None = None
+    temporal: PeriodIn | None = None
+    landing_page: Uri | None = None
     source: dict[str, Any] = Field(
         description='where the records come from, e.g. {"type": "generated", "count": 1000},'
         ' {"type": "csv", "path": "data/x.csv"} or {"type": "postgres_table", "table": "t"}'
     )
     tier: Literal["basic", "high"] = "basic"
     recurrence: RecurrenceIn | None = None
+    reason: Reason | None = Field(default=None, description="why (for the audit log)")
+
+
+class PublicationIn(Strict):
+    reason: Reason | None = Field(default=None, description="why (for the audit log)")
 
 
 class PublicationOut(BaseModel):
@@ -127,28 +167,24 @@ def _version_url(dataset_id: str, version: int) -> str:
     return f"{_dataset_url(dataset_id)}/versions/{version}"
 
 
-def _dataset_out(dataset: Dataset) -> dict[str, Any]:
-    info = dataset.info
-    publisher = info.publisher
-    contact = info.contact_point
-    return {
-        "id": info.id,
-        "title": info.title,
-        "description": info.description,
-        "publisher": {"name": publisher.name, "uri": publisher.uri} if publisher else None,
-        "license": info.license.uri if info.license else None,
-        "keywords": list(info.keywords),
-        "themes": [{"uri": t.uri, "label": t.label} for t in info.themes],
-        "contact_point": (
-            {"name": contact.name, "email": contact.email, "url": contact.url} if contact else None
-        ),
-        "languages": list(info.languages),
-        "source": dict(dataset.source),
-        "tier": dataset.tier,
+def _dataset_out(dataset: Dataset, removed: list[str] | None = None) -> dict[str, Any]:
+    out = {
+        **dataset_spec(dataset),
         "schedule_id": dataset.schedule_id,
         "next_version": dataset.next_version,
-        "versions_url": f"{_dataset_url(info.id)}/versions",
+        "versions_url": f"{_dataset_url(dataset.id)}/versions",
     }
+    if removed is not None:
+        out["removed"] = removed
+    return out
+
+
+def _removed(before: Dataset | None, after: Dataset) -> list[str]:
+    """The fields a registration emptied: said in its answer, never dropped silently."""
+    if before is None:
+        return []
+    old, new = dataset_spec(before), dataset_spec(after)
+    return sorted(k for k, v in old.items() if v not in (None, [], "") and new[k] in (None, []))
 
 
 def _file_out(dataset_id: str, version: int, file: FileRecord) -> dict[str, Any]:
@@ -163,19 +199,25 @@ def _file_out(dataset_id: str, version: int, file: FileRecord) -> dict[str, Any]
     }
 
 
-def _version_out(record: VersionRecord, step: str | None = None) -> dict[str, Any]:
+def _version_out(record: VersionRecord) -> dict[str, Any]:
+    """A version as its job shows it now: ``state`` is ``failed`` as soon as the job ended
+    without publishing, and ``progress`` counts the records exported so far."""
     url = _version_url(record.dataset_id, record.version)
+    running = record.active and record.job_state in ("waiting", "running")
     return {
         "dataset_id": record.dataset_id,
         "version": record.version,
-        "state": record.state,
-        "step": step,
+        "state": record.status,
+        "step": record.job_step,  # the step running, or the last one run
+        "progress": record.progress if running else None,
         "job_id": record.job_id,
+        "job_state": record.job_state,
         "job_url": f"/v1/jobs/{record.job_id}" if record.job_id else None,
         "record_count": record.record_count,
+        "columns": list(record.columns),
         "files": [_file_out(record.dataset_id, record.version, f) for f in record.files],
         "validation": record.validation,
-        "error": record.error,
+        "error": record.problem,
         "metadata_url": url if record.metadata else None,
         "metadata_media_types": list(RDF_SYNTAXES) if record.metadata else [],
         "created_at": record.created_at,
@@ -212,21 +254,6 @@ def _accepted(
     )
 
 
-def _info(body: DatasetIn) -> DatasetInfo:
-    contact = body.contact_point
-    return DatasetInfo(
-        id=body.id,
-        title=body.title,
-        description=body.description,
-        publisher=Agent(body.publisher.name, body.publisher.uri),
-        license=License(body.license) if body.license else None,
-        keywords=tuple(body.keywords),
-        themes=tuple(Concept(t.uri, t.label) for t in body.themes),
-        contact_point=ContactPoint(contact.name, contact.email, contact.url) if contact else None,
-        languages=tuple(language(code) for code in body.languages),
-    )
-
-
 # --- datasets -----------------------------------------------------------------------------
 
 
@@ -247,14 +274,18 @@ async def register(
     if kind != "generated" and kind in SOURCE_TYPES and not principal.allows("admin"):
         raise Problem(403, "forbidden", f"a {kind} source needs an API key with the admin scope")
     recurrence = body.recurrence.model_dump(exclude_none=True) if body.recurrence else None
+    spec = body.model_dump(mode="json", exclude_none=True, exclude={"recurrence", "reason"})
+    note = Note(principal.name, body.reason or NO_REASON)
     try:
-        dataset = Dataset(info=_info(body), source=body.source, tier=body.tier)
-        saved, created = await save_dataset(state.client, dataset, recurrence)
+        dataset, _recurrence = parse_dataset(spec)
+        async with state.client.pool.connection() as conn:
+            before = await get_dataset(conn, dataset.id)
+        saved, created = await save_dataset(state.client, dataset, recurrence, note=note)
     except (MetadataError, SourceError) as exc:
         raise Problem(422, "invalid-dataset", str(exc)) from None
     response.status_code = 201 if created else 200
     response.headers["Location"] = _dataset_url(saved.id)
-    return _dataset_out(saved)
+    return _dataset_out(saved, removed=_removed(before, saved))
 
 
 @router.get("/v1/datasets", responses=responses(401, 403, 422), summary="List datasets")
@@ -286,12 +317,22 @@ async def show(dataset_id: DatasetId, state: State, _: Reader) -> dict[str, Any]
     summary="Publish a new version (or find the one in progress)",
 )
 async def publish(
-    dataset_id: DatasetId, response: Response, state: State, _: Submitter
+    dataset_id: DatasetId,
+    response: Response,
+    state: State,
+    principal: Submitter,
+    body: PublicationIn | None = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> PublicationOut:
     """202 with the job, the version number and the version's status URL (also in
-    ``Location``); while a publication is active, that one (``in_progress``)."""
+    ``Location``); while a publication is active, that one (``in_progress``). An
+    ``Idempotency-Key`` header seen before answers the original publication
+    (``replay``), even once it has finished: a retried request never publishes twice."""
+    note = Note(principal.name, (body.reason if body else None) or NO_REASON)
     try:
-        admitted = await request_publication(state.client, dataset_id)
+        admitted = await request_publication(
+            state.client, dataset_id, idempotency_key=idempotency_key, note=note
+        )
     except UnknownDataset as exc:
         raise Problem(404, "not-found", str(exc)) from None
     # The job's version is the dataset's version: one numbering.
@@ -340,11 +381,7 @@ async def version_status(
             )
         graph = Graph().parse(data=record.metadata, format="turtle")
         return await rdf_response(graph, chosen)
-    step = None
-    if record.job_id is not None:
-        job = await state.client.get_job(record.job_id)
-        step = job["step"] if job else None
-    body = _version_out(record, step)
+    body = _version_out(record)
     links = ", ".join(
         f'<{body["status_url"]}>; rel="describedby"; type="{m}"' for m in RDF_SYNTAXES
     )
@@ -359,10 +396,17 @@ async def version_status(
     summary="Remove a version's files and catalog entry (as a job)",
 )
 async def delete_version(
-    dataset_id: DatasetId, version: VersionNo, response: Response, state: State, _: Operator
+    dataset_id: DatasetId,
+    version: VersionNo,
+    body: ActionIn,
+    response: Response,
+    state: State,
+    principal: Operator,
 ) -> PublicationOut:
+    """Takes a ``reason`` (for the audit log), as every removal does."""
+    note = Note(principal.name, body.reason)
     try:
-        admitted = await request_deletion(state.client, dataset_id, version)
+        admitted = await request_deletion(state.client, dataset_id, version, note=note)
     except (UnknownDataset, UnknownVersion) as exc:
         raise Problem(404, "not-found", str(exc)) from None
     except CatalogError as exc:  # still being published, or already deleted

@@ -7,6 +7,7 @@ is refused with 400 and never sent to the store.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 from urllib.parse import parse_qs
 
@@ -20,8 +21,8 @@ from herald.api.auth import Principal, require
 from herald.api.problems import Problem, responses
 from herald.api.state import ApiState, State
 from herald.catalog.errors import TripleStoreError
-from herald.catalog.metadata import PREFIXES
-from herald.catalog.pipeline import catalog_runtime, shared_triple_store
+from herald.catalog.metadata import PREFIXES, restore_datatypes
+from herald.catalog.pipeline import catalog_graphs, catalog_runtime, shared_triple_store
 from herald.catalog.publishing import CatalogSettings
 from herald.catalog.store import ExportStore, LocalExportStore
 from herald.catalog.triplestore import CATALOG_SYNTAXES, TripleStore, export_catalog
@@ -93,6 +94,7 @@ def negotiate(header: str | None, offered: list[str]) -> str:
 
 
 async def rdf_response(graph: Graph, media_type: str) -> Response:
+    restore_datatypes(graph)  # what the store canonicalised, as the catalog serves it
     for prefix, namespace in PREFIXES.items():
         graph.bind(prefix, namespace)
     syntax = CATALOG_SYNTAXES[RDF_SYNTAXES[media_type]]
@@ -185,6 +187,14 @@ def stores(state: ApiState) -> tuple[ExportStore, TripleStore]:
     return runtime.export_store, runtime.triple_store
 
 
+def catalog_settings(state: ApiState) -> CatalogSettings:
+    """The catalog settings of this application's jobs, else the environment's."""
+    try:
+        return catalog_runtime(state.app).catalog
+    except LookupError:
+        return CatalogSettings.from_env()
+
+
 def _configured_store(state: ApiState) -> TripleStore:
     catalog = CatalogSettings.from_env()
     if catalog.sparql_query_url and catalog.sparql_update_url:
@@ -207,7 +217,11 @@ def _configured_store(state: ApiState) -> TripleStore:
 async def catalog(request: Request, state: State, _: Reader) -> Response:
     chosen = negotiate(request.headers.get("accept"), list(RDF_SYNTAXES))
     _files, triples = stores(state)
-    body = await run_in_threadpool(export_catalog, triples, RDF_SYNTAXES[chosen])
+    async with state.client.pool.connection() as conn:
+        graphs = await catalog_graphs(conn, catalog_settings(state).urls)
+    body = await run_in_threadpool(
+        partial(export_catalog, triples, RDF_SYNTAXES[chosen], graphs=graphs)
+    )
     return Response(body, media_type=chosen, headers={"Vary": "Accept"})
 
 

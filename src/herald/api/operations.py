@@ -122,21 +122,26 @@ async def show_dead_letter(dead_letter_id: IdPath, state: State, _: Reader) -> d
     tags=["dead letters"],
     status_code=202,
     responses=ACTION,
-    summary="Enqueue the dead job again with a fresh attempt budget",
+    summary="Enqueue the dead job again with a fresh attempt budget (once)",
 )
 async def replay_dead_letter(
     dead_letter_id: IdPath, body: ActionIn, response: Response, state: State, principal: Operator
 ) -> dict[str, Any]:
+    """202 with the new job. A dead letter is replayed once: asking again answers 200
+    with the job of its first replay (``outcome: replay``) and creates nothing."""
     replayed = await deadletters.replay(
         state.client, dead_letter_id, actor=principal.name, reason=body.reason
     )
     url = status_url(replayed.job_id)
     response.headers["Location"] = url
+    if not replayed.created:
+        response.status_code = 200
     return {
         "dead_letter_id": replayed.dead_letter_id,
         "original_job_id": replayed.original_job_id,
         "id": replayed.job_id,
         "version": replayed.version,
+        "outcome": "created" if replayed.created else "replay",
         "status_url": url,
     }
 

@@ -18,6 +18,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.errors import (
     AdmissionError,
@@ -119,6 +120,33 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     return found
 
 
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _unsupported_media_type(request: Request, exc: RequestValidationError) -> str | None:
+    """A JSON body sent as something else is a 415, not a list of missing fields."""
+    declared = request.headers.get("content-type")
+    about_body = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors())
+    if declared is None or _is_json(declared) or not about_body:
+        return None
+    return f"the request body must be application/json, not {declared.split(';')[0].strip()}"
+
+
+def _malformed_json(exc: RequestValidationError) -> str | None:
+    """What is wrong with a body that is not JSON at all, and where."""
+    for error in exc.errors():
+        if error.get("type") == "json_invalid":
+            loc = tuple(error.get("loc", ()))
+            where = f" (at character {loc[1]})" if len(loc) > 1 else ""
+            why = (error.get("ctx") or {}).get("error") or "it cannot be parsed"
+            return f"the request body is not valid JSON: {why}{where}"
+    return None
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every error into a problem document."""
 
@@ -135,6 +163,12 @@ def install(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        unsupported = _unsupported_media_type(request, exc)
+        if unsupported is not None:
+            return problem_response(request, 415, "unsupported-media-type", unsupported)
+        malformed = _malformed_json(exc)
+        if malformed is not None:
+            return problem_response(request, 400, "invalid-json", malformed)
         errors = _validation_errors(exc)
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
         where = ".".join(first["loc"])
@@ -193,10 +227,37 @@ def map_error(app: FastAPI, error: type[Exception], status: int, slug: str) -> N
 
 
 def install_fallback(app: FastAPI) -> None:
-    """A 500 is still a problem document (the error itself goes to the log)."""
+    """A 500 is still a problem document, and its error is logged once, with its
+    traceback. (A handler for ``Exception`` would not do: Starlette re-raises the error
+    after it, and the server logs a second traceback.)"""
+    app.add_middleware(_Unhandled)
 
-    async def on_error(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return problem_response(request, 500, "internal", "internal error; see the server log")
 
-    app.add_exception_handler(Exception, on_error)
+class _Unhandled:
+    """Answers an error no handler took with a 500 problem, before any server sees it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            if started:  # too late for another answer: let the server close the connection
+                raise
+            request = Request(scope)
+            log.exception("unhandled error on %s %s", request.method, request.url.path)
+            answer = problem_response(
+                request, 500, "internal", "internal error; see the server log"
+            )
+            await answer(scope, receive, send)

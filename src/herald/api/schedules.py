@@ -27,6 +27,7 @@ from herald.api.models import (
 from herald.api.problems import not_found, responses
 from herald.api.state import State
 from herald.db import Row
+from herald.ops.audit import NO_REASON
 from herald.schedules import (
     ScheduleSpec,
     create_schedule,
@@ -69,6 +70,7 @@ class ScheduleIn(Strict):
     misfire: Misfire = "once"
     misfire_grace: Grace = 60.0
     max_catchup: Catchup = 10
+    reason: Reason | None = Field(default=None, description="why (for the audit log)")
 
 
 class ScheduleChange(Strict):
@@ -101,9 +103,18 @@ def _found(row: Row | None, schedule_id: int) -> Row:
     responses=responses(401, 403, 422),
     summary="Create a schedule (first due at its first slot after now)",
 )
-async def create(body: ScheduleIn, response: Response, state: State, _: Operator) -> dict[str, Any]:
-    spec = ScheduleSpec(**body.model_dump())
-    row = await create_schedule(state.client.pool, spec, app=state.app)
+async def create(
+    body: ScheduleIn, response: Response, state: State, principal: Operator
+) -> dict[str, Any]:
+    """The creation is audited, with the ``reason`` given (it is optional)."""
+    spec = ScheduleSpec(**body.model_dump(exclude={"reason"}))
+    row = await create_schedule(
+        state.client.pool,
+        spec,
+        app=state.app,
+        actor=principal.name,
+        reason=body.reason or NO_REASON,
+    )
     response.headers["Location"] = f"/v1/schedules/{row['id']}"
     return row
 

@@ -108,10 +108,37 @@ class VersionRecord:
     published_at: dt.datetime | None
     deleted_at: dt.datetime | None
     files: tuple[FileRecord, ...] = field(default=())
+    # The exported columns: {"name": ..., "xml_name": ...} (xml_name where it differs).
+    columns: tuple[dict[str, str], ...] = field(default=())
+    # What the publication job shows now (None when the job was not read or is gone).
+    job_state: str | None = None
+    job_step: str | None = None
+    job_error: str | None = None
+    progress: dict[str, Any] | None = None
 
     @property
     def active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def abandoned(self) -> bool:
+        """Still in flight on its row, but its job ended without publishing (cancelled,
+        or dead before its cleanup ran): the cleanup will mark it failed."""
+        return self.active and self.job_state in ("cancelled", "dead")
+
+    @property
+    def status(self) -> str:
+        """The state to show: a version whose job ended without publishing shows
+        ``failed`` at once, before its cleanup has caught up with its row."""
+        return "failed" if self.abandoned else self.state
+
+    @property
+    def problem(self) -> str | None:
+        """The error to show (the job's last one while the row has none yet)."""
+        if self.error or not self.abandoned:
+            return self.error
+        ended = "was cancelled" if self.job_state == "cancelled" else "failed"
+        return f"publication job {self.job_id} {ended}: {self.job_error or 'no error recorded'}"
 
 
 def check_dataset(dataset: Dataset) -> None:
@@ -276,6 +303,11 @@ def _version(row: Row, files: Sequence[FileRecord] = ()) -> VersionRecord:
         published_at=row["published_at"],
         deleted_at=row["deleted_at"],
         files=tuple(files),
+        columns=tuple(row.get("columns") or ()),
+        job_state=row.get("job_state"),
+        job_step=row.get("job_step"),
+        job_error=row.get("job_error"),
+        progress=row.get("job_progress"),
     )
 
 
@@ -326,6 +358,7 @@ async def transition(
     state: VersionState,
     *,
     record_count: int | None = None,
+    columns: Sequence[Mapping[str, str]] | None = None,
     validation: Mapping[str, Any] | None = None,
     metadata: str | None = None,
     error: str | None = None,
@@ -344,6 +377,7 @@ async def transition(
             "state": state,
             "from_states": list(_REACHED_FROM[state]),
             "record_count": record_count,
+            "columns": Jsonb([dict(c) for c in columns]) if columns is not None else None,
             "validation": Jsonb(dict(validation)) if validation is not None else None,
             "metadata": metadata,
             "error": error,
@@ -399,5 +433,12 @@ async def get_version(conn: AsyncConn, dataset_id: str, version: int) -> Version
 
 
 async def list_versions(conn: AsyncConn, dataset_id: str) -> list[VersionRecord]:
-    cursor = await conn.execute(sql.query("catalog_version_list"), {"dataset_id": dataset_id})
-    return [_version(row) for row in await cursor.fetchall()]
+    """A dataset's versions, highest first, each with its files."""
+    params = {"dataset_id": dataset_id}
+    cursor = await conn.execute(sql.query("catalog_version_list"), params)
+    rows = await cursor.fetchall()
+    files: dict[int, list[FileRecord]] = {}
+    cursor = await conn.execute(sql.query("catalog_file_list_dataset"), params)
+    for row in await cursor.fetchall():
+        files.setdefault(row["version"], []).append(_file(row))
+    return [_version(row, files.get(row["version"], ())) for row in rows]

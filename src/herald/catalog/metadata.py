@@ -246,6 +246,33 @@ class _Writer:
             self.g.add((node, prop, _when(value, str(prop))))
 
 
+# Datatypes DCAT-AP prescribes that a triple store may canonicalise away: Oxigraph keeps
+# every integer as xsd:integer, so a byte size comes back without its xsd:nonNegativeInteger.
+_PRESCRIBED = {DCAT.byteSize: XSD.nonNegativeInteger}
+_INTEGERS = {
+    XSD[name]
+    for name in (
+        "integer", "long", "int", "short", "byte", "nonNegativeInteger", "positiveInteger",
+        "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte",
+    )
+}  # fmt: skip
+
+
+def restore_datatypes(graph: Graph) -> Graph:
+    """Give back the datatypes DCAT-AP prescribes where a store canonicalised them (a
+    non-negative integer read back as ``xsd:integer``); every reader of the catalog gets
+    the graph through this, and the pipeline validates what it returns."""
+    for prop, datatype in _PRESCRIBED.items():
+        for node, value in list(graph.subject_objects(prop)):
+            if not isinstance(value, Literal) or value.datatype == datatype:
+                continue
+            number = value.value
+            if value.datatype in _INTEGERS and isinstance(number, int) and number >= 0:
+                graph.remove((node, prop, value))
+                graph.add((node, prop, Literal(str(number), datatype=datatype)))
+    return graph
+
+
 def render_catalog(info: CatalogInfo, urls: CatalogUrls) -> Graph:
     """The catalog's own description (its datasets are linked from their entries)."""
     graph = new_graph()
@@ -371,6 +398,7 @@ def _distribution(
     g.add((node, SPDX.checksum, checksum))
     g.add((checksum, RDF.type, SPDX.Checksum))
     g.add((checksum, SPDX.algorithm, SHA256))
+    g.add((SHA256, RDF.type, SPDX.ChecksumAlgorithm))  # the 3.0.1 release shapes ask for it
     g.add((checksum, SPDX.checksumValue, Literal(file.sha256, datatype=XSD.hexBinary)))
     w.concept(node, DCATAP.availability, Concept(STABLE, "stable"), "availability")
     w.when(node, DCTERMS.issued, modified)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ from herald.catalog.metadata import (
     CatalogInfo,
     CatalogUrls,
     Concept,
+    License,
+    Location,
+    language,
     render_catalog,
     render_entry,
 )
@@ -34,15 +38,29 @@ from herald.catalog.triplestore import (
     SparqlEndpointStore,
     TripleStore,
     delete_entry,
+    read_graphs,
     replace_entry,
 )
-from herald.catalog.validation import ValidationReport, validate
+from herald.catalog.validation import Tier, ValidationReport, validate
 from herald.config import Settings
 from herald.errors import Permanent
+
+
+def _label(uri: str) -> str:
+    """A readable label from a vocabulary URI's last segment (``NationalAuthority``
+    reads "National authority")."""
+    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", uri.rstrip("/").rsplit("/", 1)[-1])
+    return words[:1].upper() + words[1:].lower()
+
 
 EU_DATA_THEMES = Concept(
     "http://publications.europa.eu/resource/authority/data-theme", "Data theme"
 )
+
+
+PUBLISHER_TYPES = "http://purl.org/adms/publishertype/"
+LICENCE_TYPES = "http://purl.org/adms/licencetype/"
+CC0 = "https://creativecommons.org/publicdomain/zero/1.0/"
 
 
 @dataclass(frozen=True)
@@ -50,7 +68,13 @@ class CatalogSettings:
     """How the catalog presents itself and where its triple store is.
 
     With no SPARQL URLs the triple store is the embedded Oxigraph under the data dir.
-    The publisher defaults to the catalog itself (named by its title and public URL).
+    The publisher defaults to the catalog's operator named by the catalog title, with
+    an identifier of its own (``<public URL>/v1/catalog#publisher``): the catalog's
+    homepage is a page, not an agent. ``publisher_type`` is an ADMS publisher type
+    (``NationalAuthority``, ``Company``... or a full URI). The catalog's own metadata
+    is offered under ``license`` (CC0 by default: descriptions of datasets are meant
+    to be copied), in ``language`` (a three-letter code); ``spatial`` (an authority URI
+    such as a country's) is the area the catalog covers, unstated by default.
     """
 
     public_url: str = "http://localhost:8000"
@@ -58,6 +82,10 @@ class CatalogSettings:
     description: str = "Datasets published with Herald."
     publisher_name: str | None = None
     publisher_uri: str | None = None
+    publisher_type: str = "NonProfitOrganisation"
+    language: str = "ENG"
+    license: str = CC0
+    spatial: str | None = None  # the area the catalog covers, an authority URI
     sparql_query_url: str | None = None
     sparql_update_url: str | None = None
 
@@ -65,6 +93,7 @@ class CatalogSettings:
         CatalogUrls(self.public_url)  # refuses a malformed URL now, not at first use
         if (self.sparql_query_url is None) != (self.sparql_update_url is None):
             raise ValueError("set both SPARQL query and update URLs, or neither")
+        self.info()  # refuses a malformed publisher, licence or language now
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> CatalogSettings:
@@ -76,6 +105,10 @@ class CatalogSettings:
             description=env.get("HERALD_CATALOG_DESCRIPTION") or defaults.description,
             publisher_name=env.get("HERALD_CATALOG_PUBLISHER_NAME") or None,
             publisher_uri=env.get("HERALD_CATALOG_PUBLISHER_URI") or None,
+            publisher_type=env.get("HERALD_CATALOG_PUBLISHER_TYPE") or defaults.publisher_type,
+            language=env.get("HERALD_CATALOG_LANGUAGE") or defaults.language,
+            license=env.get("HERALD_CATALOG_LICENSE") or defaults.license,
+            spatial=env.get("HERALD_CATALOG_SPATIAL") or None,
             sparql_query_url=env.get("HERALD_SPARQL_QUERY_URL") or None,
             sparql_update_url=env.get("HERALD_SPARQL_UPDATE_URL") or None,
         )
@@ -84,18 +117,33 @@ class CatalogSettings:
     def urls(self) -> CatalogUrls:
         return CatalogUrls(self.public_url)
 
-    def info(self, issued: dt.date | None = None) -> CatalogInfo:
+    def info(
+        self, issued: dt.datetime | None = None, modified: dt.datetime | None = None
+    ) -> CatalogInfo:
+        """The catalog's description; ``issued`` is its first publication, ``modified``
+        its latest (unstated when unknown)."""
+        kind = self.publisher_type
+        type_uri = kind if ":" in kind else PUBLISHER_TYPES + kind
         publisher = Agent(
             self.publisher_name or self.title,
-            self.publisher_uri or self.public_url,
+            self.publisher_uri or f"{self.urls.catalog_graph}#publisher",
+            Concept(type_uri, _label(type_uri)),
         )
+        licence_type = LICENCE_TYPES + "PublicDomain" if self.license == CC0 else None
         return CatalogInfo(
             title=self.title,
             description=self.description,
             publisher=publisher,
             homepage=self.public_url,
+            languages=(language(self.language),),
+            license=License(
+                self.license,
+                Concept(licence_type, "Public domain") if licence_type else None,
+            ),
             issued=issued,
+            modified=modified,
             theme_taxonomy=EU_DATA_THEMES,
+            spatial=Location(self.spatial) if self.spatial else None,
         )
 
     def open_triple_store(self, settings: Settings) -> TripleStore:
@@ -141,8 +189,8 @@ class Entry:
 class MetadataRejected(Permanent):
     """The entry fails the SHACL shapes of its tier: retrying cannot fix it."""
 
-    def __init__(self, report: ValidationReport) -> None:
-        super().__init__(report.text())
+    def __init__(self, report: ValidationReport, where: str | None = None) -> None:
+        super().__init__(f"the entry {where} {report.text()}" if where else report.text())
         self.report = report
 
 
@@ -179,6 +227,18 @@ def write_entry(
     dataset's entry in one atomic request (readers see the old copy or the new one)."""
     replace_entry(store, urls.catalog_graph, render_catalog(catalog, urls))
     replace_entry(store, urls.entry_graph(dataset_id), entry.graph)
+
+
+def verify_entry(
+    store: TripleStore, urls: CatalogUrls, dataset_id: str, tier: Tier
+) -> ValidationReport:
+    """The entry as readers get it from the store (read back, as the catalog endpoints
+    serve it), validated at ``tier``: a store that changed what was written is caught
+    here, before the version is published. Raises :class:`MetadataRejected`."""
+    report = validate(read_graphs(store, [urls.entry_graph(dataset_id)]), tier)
+    if not report.conforms:
+        raise MetadataRejected(report, "as read back from the triple store")
+    return report
 
 
 def remove_version(

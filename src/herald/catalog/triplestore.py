@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ import pyoxigraph
 from rdflib import Graph
 
 from herald.catalog.errors import TripleStoreError
-from herald.catalog.metadata import PREFIXES
+from herald.catalog.metadata import PREFIXES, restore_datatypes
 from herald.config import Settings
 
 
@@ -40,7 +41,6 @@ CATALOG_SYNTAXES: dict[str, RdfSyntax] = {
     )
 }
 
-_ALL_ENTRIES = "CONSTRUCT { ?s ?p ?o } WHERE { GRAPH ?g { ?s ?p ?o } }"
 _IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|\\^`]+")
 
 
@@ -92,14 +92,28 @@ def delete_entry(store: TripleStore, graph: str) -> None:
     store.update(delete_update(graph))
 
 
-def export_catalog(store: TripleStore, syntax: str = "turtle") -> bytes:
-    """Every entry, merged into one graph, in ``turtle``, ``json-ld`` or ``rdf-xml``."""
+def read_graphs(store: TripleStore, graphs: Sequence[str]) -> Graph:
+    """The named graphs ``graphs`` merged into one, as a reader gets them: with the
+    datatypes DCAT-AP prescribes restored where the store canonicalised them."""
+    if isinstance(graphs, str):
+        raise TypeError("graphs is a sequence of graph IRIs, not one string")
+    if not graphs:
+        return Graph()
+    names = " ".join(f"<{_graph_iri(g)}>" for g in graphs)
+    query = f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ VALUES ?g {{ {names} }} GRAPH ?g {{ ?s ?p ?o }} }}"
+    return restore_datatypes(store.construct(query))
+
+
+def export_catalog(store: TripleStore, syntax: str = "turtle", *, graphs: Sequence[str]) -> bytes:
+    """The named graphs ``graphs`` (the catalog's description and the entries Herald
+    wrote: nothing else a shared store holds), merged into one graph, in ``turtle``,
+    ``json-ld`` or ``rdf-xml``."""
     try:
         chosen = CATALOG_SYNTAXES[syntax]
     except KeyError:
         known = ", ".join(CATALOG_SYNTAXES)
         raise ValueError(f"unknown catalog syntax {syntax!r} (known: {known})") from None
-    graph = store.construct(_ALL_ENTRIES)
+    graph = read_graphs(store, graphs)
     for prefix, namespace in PREFIXES.items():
         graph.bind(prefix, namespace)
     return graph.serialize(format=chosen.rdflib_format, encoding="utf-8")
@@ -180,7 +194,13 @@ class OxigraphStore:
 
 
 class SparqlEndpointStore:
-    """Any SPARQL 1.1 Query + Update endpoint pair over HTTP (Oxigraph, Fuseki, RDF4J)."""
+    """Any SPARQL 1.1 Query + Update endpoint pair over HTTP (Oxigraph, Fuseki, RDF4J,
+    Virtuoso).
+
+    Queries and updates are sent as form-encoded POSTs (``query=`` / ``update=``), the
+    one way of the SPARQL 1.1 protocol every server answers (Virtuoso does not answer a
+    direct ``application/sparql-query`` POST).
+    """
 
     def __init__(
         self,
@@ -193,12 +213,10 @@ class SparqlEndpointStore:
         self.update_url = update_url
         self._http = httpx.Client(timeout=timeout, auth=auth)
 
-    def _post(self, url: str, body: str, content_type: str, accept: str | None) -> httpx.Response:
-        headers = {"Content-Type": content_type}
-        if accept:
-            headers["Accept"] = accept
+    def _post(self, url: str, field: str, text: str, accept: str | None) -> httpx.Response:
+        headers = {"Accept": accept} if accept else {}
         try:
-            response = self._http.post(url, content=body.encode("utf-8"), headers=headers)
+            response = self._http.post(url, data={field: text}, headers=headers)
         except httpx.HTTPError as exc:
             raise TripleStoreError(f"SPARQL endpoint {url} unreachable: {exc}") from None
         if response.status_code >= 400:
@@ -209,15 +227,10 @@ class SparqlEndpointStore:
         return response
 
     def update(self, sparql: str) -> None:
-        self._post(self.update_url, sparql, "application/sparql-update", None)
+        self._post(self.update_url, "update", sparql, None)
 
     def _results(self, sparql: str) -> dict[str, Any]:
-        response = self._post(
-            self.query_url,
-            sparql,
-            "application/sparql-query",
-            "application/sparql-results+json",
-        )
+        response = self._post(self.query_url, "query", sparql, "application/sparql-results+json")
         try:
             data = response.json()
         except ValueError:
@@ -227,7 +240,7 @@ class SparqlEndpointStore:
         return data
 
     def select(self, sparql: str) -> list[dict[str, str]]:
-        data = self._results(sparql)
+        data = _boolean_answer(self._results(sparql))
         if "results" not in data:
             raise TripleStoreError("not a SELECT query")
         return [
@@ -236,22 +249,34 @@ class SparqlEndpointStore:
         ]
 
     def ask(self, sparql: str) -> bool:
-        data = self._results(sparql)
+        data = _boolean_answer(self._results(sparql))
         if "boolean" not in data:
             raise TripleStoreError("not an ASK query")
         return bool(data["boolean"])
 
     def construct(self, sparql: str) -> Graph:
-        response = self._post(
-            self.query_url, sparql, "application/sparql-query", "application/n-triples"
-        )
+        response = self._post(self.query_url, "query", sparql, "application/n-triples")
         return _from_ntriples(response.content)
 
     def results_json(self, sparql: str) -> bytes:
-        data = self._results(sparql)
+        data = _boolean_answer(self._results(sparql))
         if "results" not in data and "boolean" not in data:
             raise TripleStoreError("not a SELECT or ASK query")
         return json.dumps(data).encode("utf-8")
 
     def close(self) -> None:
         self._http.close()
+
+
+# Virtuoso answers ASK with one row holding the truth as a number, not with "boolean".
+_ASK_COLUMN = "__ASK_RETVAL"
+
+
+def _boolean_answer(data: dict[str, Any]) -> dict[str, Any]:
+    if "boolean" in data:
+        return data
+    bindings = data.get("results", {}).get("bindings")
+    if data.get("head", {}).get("vars") == [_ASK_COLUMN] and isinstance(bindings, list):
+        truth = bool(bindings) and str(bindings[0][_ASK_COLUMN]["value"]) not in ("0", "false")
+        return {"head": {}, "boolean": truth}
+    return data

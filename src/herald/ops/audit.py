@@ -6,6 +6,7 @@ as its change, so the log never claims a change that was rolled back (nor misses
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -20,6 +21,18 @@ Target = tuple[str, int | str]
 
 MAX_ACTOR = 200
 MAX_REASON = 2000
+NO_REASON = "(no reason given)"  # recorded for actions whose reason is optional
+
+
+@dataclass(frozen=True)
+class Note:
+    """Who takes an action and why: what the audit record of the action says."""
+
+    actor: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        require(self.actor, self.reason)
 
 
 def require(actor: object, reason: object) -> tuple[str, str]:

@@ -24,12 +24,13 @@ CLEANUP_STATES = ("pending", "done", "not_needed")
 
 @dataclass(frozen=True)
 class Replayed:
-    """The job a replay created."""
+    """The job a replay created (``created``), or the one an earlier replay created."""
 
     dead_letter_id: int
     original_job_id: int
     job_id: int
-    version: int
+    version: int | None  # None only if the earlier replay's job was pruned since
+    created: bool = True
 
 
 async def list_dead(
@@ -103,7 +104,9 @@ async def replay(
     The new job has the same kind, queue, key and payload, the kind's current attempt
     budget and priority, the next version of its object, and ``replay_of`` pointing at
     the original job. If the object already has an active job, nothing is written and
-    :class:`ActiveJobExists` says which job is in progress.
+    :class:`ActiveJobExists` says which job is in progress. A dead letter is replayed
+    once: replaying it again writes nothing and answers the job of its first replay
+    (``created`` False); if that job fails too, its own dead letter is the one to replay.
     """
     actor, reason = audit.require(actor, reason)
     if conn is None:
@@ -116,7 +119,16 @@ async def _replay(
     client: Client, conn: AsyncConn, dead_letter_id: int, actor: str, reason: str
 ) -> Replayed:
     async with conn.transaction():
-        dead = await _locked(conn, dead_letter_id)
+        dead = await _locked(conn, dead_letter_id)  # a second replay waits for the first
+        if dead["replayed_job_id"] is not None:
+            earlier = await client.get_job(dead["replayed_job_id"])
+            return Replayed(
+                dead_letter_id,
+                dead["job_id"],
+                dead["replayed_job_id"],
+                earlier["version"] if earlier is not None else None,
+                created=False,
+            )
         admitted = await client.enqueue(
             dead["kind"],
             dead["payload"],

@@ -3,6 +3,7 @@
 UPDATE dataset_versions SET
     state = %(state)s,
     record_count = COALESCE(%(record_count)s, record_count),
+    columns = COALESCE(%(columns)s, columns),
     validation = COALESCE(%(validation)s, validation),
     metadata = COALESCE(%(metadata)s, metadata),
     error = CASE WHEN %(state)s = 'failed' THEN %(error)s ELSE COALESCE(%(error)s, error) END,

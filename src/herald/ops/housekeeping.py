@@ -1,0 +1,212 @@
+"""Housekeeping: the periodic duties of a deployment, each run by one process at a time.
+
+The duties:
+
+* ``maintenance``: rescue expired leases, prune finished jobs and idle limiter state
+  (:mod:`herald.maintenance`), every rescue interval;
+* ``cleanup:<app>``: compensation of dead letters (:mod:`herald.ops.cleanup`) for the
+  kinds of this application (one duty per set of kinds: workers of another application
+  clean up their own kinds);
+* the application's own duties (:meth:`herald.Herald.duty`), such as the catalog sweeping
+  the partial files killed writers left behind.
+
+Every ``herald worker`` and ``herald up`` (and the demo) runs a housekeeper, so every
+deployment shape runs every duty somewhere. Each duty is held under a lease in the
+``duties`` table, in database time: the holder renews it every third of the lease; when
+the holder dies or hangs, the lease lapses and another process takes the duty over; a
+graceful stop hands it over at once. So a duty runs in one process at a time (a pass
+already under way when its holder lost the lease still finishes). Exclusivity is about
+not doing the work N times over on N workers; correctness never depends on it: each
+duty's statements are safe concurrently (SKIP LOCKED claims, idempotent deletes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import inspect
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from herald import sql
+from herald.config import Settings
+from herald.db import AsyncConn, conninfo, database_url, make_pool
+from herald.maintenance import Maintenance
+from herald.ops.cleanup import CleanupRunner
+from herald.registry import Herald
+
+log = logging.getLogger(__name__)
+
+MAINTENANCE = "maintenance"
+
+
+@dataclass(frozen=True)
+class _Duty:
+    name: str
+    every: float
+    run: Callable[[], Awaitable[None]]
+
+
+@dataclass
+class HousekeepingStats:
+    passes: dict[str, int] = field(default_factory=dict)  # duty name -> passes run here
+    errors: int = 0
+
+
+def duty_lease(settings: Settings) -> float:
+    """How long a duty stays with a holder that stopped renewing it: a few rescue
+    intervals, and at most half a job lease, so a dead holder's duties are taken over
+    before the leases of its jobs run out (the rescue of those jobs is not delayed)."""
+    return min(settings.lease / 2, max(3 * settings.rescue_interval, 1.0))
+
+
+def cleanup_duty_name(app: Herald) -> str:
+    kinds = ",".join(sorted(k.name for k in app.kinds()))
+    return "cleanup:" + hashlib.sha256(kinds.encode()).hexdigest()[:16]
+
+
+async def _call(fn: Callable[[], Any]) -> None:
+    if inspect.iscoroutinefunction(fn):
+        await fn()
+        return
+    result = await asyncio.to_thread(fn)
+    if inspect.isawaitable(result):
+        await result
+
+
+class Housekeeper:
+    """Holds and runs the duties of ``app`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: Herald,
+        settings: Settings,
+        pool: AsyncConnectionPool[AsyncConn],
+        *,
+        cleanup_interval: float = 30.0,
+        holder: str | None = None,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.pool = pool
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.lease = duty_lease(settings)
+        self.maintenance = Maintenance(app, settings, pool)
+        self.cleanup = CleanupRunner(app, pool, interval=cleanup_interval)
+        self.stats = HousekeepingStats()
+        self.held: frozenset[str] = frozenset()
+        self._own_pool = False
+        self.duties = [
+            _Duty(MAINTENANCE, settings.rescue_interval, self.maintenance.run_pass),
+            _Duty(cleanup_duty_name(app), cleanup_interval, self._cleanup_pass),
+            *(_Duty(d.name, d.every, functools.partial(_call, d.run)) for d in app.duties()),
+        ]
+
+    @classmethod
+    async def open(cls, app: Herald, settings: Settings, **options: Any) -> Housekeeper:
+        """A housekeeper with a small pool of its own (close it with :meth:`close`)."""
+        info = conninfo(database_url(settings), settings.schema, "herald-housekeeping")
+        pool = make_pool(info, 2, name="herald-housekeeping")
+        await pool.open(wait=False)
+        keeper = cls(app, settings, pool, **options)
+        keeper._own_pool = True
+        return keeper
+
+    async def close(self) -> None:
+        if self._own_pool:
+            await self.pool.close()
+
+    async def _cleanup_pass(self) -> None:
+        while await self.cleanup.run_once() >= self.cleanup.batch:
+            pass
+
+    async def hold_once(self) -> frozenset[str]:
+        """Take or renew this process's duties; the names it holds now."""
+        names = [d.name for d in self.duties]
+        try:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    sql.query("duty_hold"),
+                    {"names": names, "holder": self.holder, "lease_s": self.lease},
+                )
+                held = frozenset(row["name"] for row in await cur.fetchall())
+        except (psycopg.Error, OSError) as exc:
+            held = frozenset()  # unsure: hold nothing rather than run beside another
+            log.warning("housekeeping could not renew its duties (%s); will try again", exc)
+        taken, lost = held - self.held, self.held - held
+        if taken:
+            log.info("housekeeping %s took over: %s", self.holder, ", ".join(sorted(taken)))
+        if lost:
+            log.info("housekeeping %s handed over: %s", self.holder, ", ".join(sorted(lost)))
+        self.held = held
+        return held
+
+    async def release(self) -> None:
+        """Hand this process's duties over (on a graceful stop)."""
+        if not self.held:
+            return
+        with contextlib.suppress(psycopg.Error, OSError):
+            async with self.pool.connection() as conn:
+                await conn.execute(
+                    sql.query("duty_release"), {"holder": self.holder, "names": list(self.held)}
+                )
+        self.held = frozenset()
+
+    async def run_due(self, duty: _Duty) -> bool:
+        """One pass of ``duty`` if this process holds it; whether it ran."""
+        if duty.name not in self.held:
+            return False
+        try:
+            await duty.run()
+        except Exception as exc:  # a duty must survive database restarts and surprises
+            self.stats.errors += 1
+            log.warning("housekeeping duty %s failed (%s); will try again", duty.name, exc)
+        self.stats.passes[duty.name] = self.stats.passes.get(duty.name, 0) + 1
+        return True
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Hold and run the duties until ``stopping`` is set, then hand them over."""
+        await self.hold_once()
+        holding = asyncio.create_task(self._hold_loop(stopping), name="housekeeping-hold")
+        loops = [
+            asyncio.create_task(self._duty_loop(d, stopping), name=f"duty-{d.name}")
+            for d in self.duties
+        ]
+        try:
+            await asyncio.gather(holding, *loops)
+        finally:
+            for task in (holding, *loops):
+                task.cancel()
+            await asyncio.gather(holding, *loops, return_exceptions=True)
+            await self.release()
+
+    async def _hold_loop(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.lease / 3)
+            if not stopping.is_set():
+                await self.hold_once()
+
+    async def _duty_loop(self, duty: _Duty, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            ran = await self.run_due(duty)
+            # Not holding it: look again at the next renewal, not a whole interval later.
+            wait = duty.every if ran else min(duty.every, self.lease / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), wait)
+
+
+async def duties(conn: AsyncConn) -> list[dict[str, Any]]:
+    """Who holds which duty, and whether its lease is live (for operators)."""
+    cur = await conn.execute(sql.query("duty_list"))
+    return list(await cur.fetchall())
