@@ -26,6 +26,21 @@ _STARTED = re.compile(r"worker (\S+) started on queues")
 T = TypeVar("T")
 
 
+def herald_command(
+    env: Mapping[str, str], *args: str, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``herald ARGS`` as a user would (from the repository root), to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "herald", *args],
+        env=dict(env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @dataclass
 class WorkerProcess:
     """One worker subprocess and the file that holds its output."""

@@ -142,10 +142,34 @@ async def test_unknown_ids_routes_and_malformed_input(api: Api) -> None:
     assert_problem(await api.http.delete("/v1/jobs", headers=api.auth()), 405)
     bad_json = await api.http.post(
         "/v1/jobs",
-        content=b"{not json",
+        content=b'{"kind": "echo",, "payload": {}}',
         headers={**api.auth(), "Content-Type": "application/json"},
     )
-    assert_problem(bad_json, 422)
+    detail = assert_problem(bad_json, 400)["detail"]
+    assert detail == (
+        "the request body is not valid JSON: Expecting property name enclosed in double "
+        "quotes (at character 16)"
+    )
+    for media in ("text/plain", "application/x-www-form-urlencoded"):
+        wrong = await api.http.post(
+            "/v1/jobs",
+            content=b'{"kind": "echo"}',
+            headers={**api.auth(), "Content-Type": media},
+        )
+        problem = assert_problem(wrong, 415)
+        assert problem["detail"] == f"the request body must be application/json, not {media}"
+    unlabelled = await api.http.post("/v1/jobs", content=b'{"kind": "echo"}', headers=api.auth())
+    assert assert_problem(unlabelled, 415)["detail"] == (
+        "the request body must be application/json, and say so in Content-Type"
+    )
+    # A JSON media type with parameters is JSON; an empty body is a missing body.
+    fine = await api.http.post(
+        "/v1/jobs",
+        content=b'{"kind": "echo"}',
+        headers={**api.auth(), "Content-Type": "application/json; charset=utf-8"},
+    )
+    assert fine.status_code == 202, fine.text
+    assert_problem(await api.http.post("/v1/jobs", headers=api.auth()), 422)
     bad_filter = await api.http.get("/v1/jobs", params={"state": "sleeping"}, headers=api.auth())
     assert_problem(bad_filter, 422)
 
@@ -197,6 +221,24 @@ async def test_quota_on_active_jobs_answers_429_with_retry_after(api: Api) -> No
         )
     again = await api.http.post("/v1/jobs", json={"kind": "noop", "key": "d"}, headers=headers)
     assert again.status_code == 202
+
+
+async def test_api_documentation_is_served_from_the_package(api: Api) -> None:
+    page = await api.http.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert "cdn." not in html and "https://" not in html.split("</title>")[1].split("<p")[0]
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png", "LICENSE"):
+        assert f"/docs/assets/{asset}" in html
+        served = await api.http.get(f"/docs/assets/{asset}")
+        assert served.status_code == 200 and len(served.content) > 1000, asset
+    licence = (await api.http.get("/docs/assets/LICENSE")).text
+    assert "Apache License" in licence and "Version 2.0" in licence
+    bundle = (await api.http.get("/docs/assets/swagger-ui-bundle.js")).text
+    assert "SwaggerUIBundle" in bundle
+    assert_problem(await api.http.get("/docs/assets/swagger-editor.js"), 404)  # not served
+    assert_problem(await api.http.get("/docs/assets/..%2Fcore.py"), 404)
+    assert (await api.http.get("/openapi.json")).status_code == 200
 
 
 async def test_health_and_readiness(api: Api) -> None:

@@ -1,10 +1,13 @@
-"""``herald apikey`` and ``herald up`` (API, worker, scheduler, maintenance in one process)."""
+"""The command line: ``herald apikey``, ``herald up`` (API, worker, scheduler,
+housekeeping in one process), the help, and where --app may stand."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,9 +20,10 @@ import pytest
 
 from herald.api import create_key
 from herald.api.auth import hash_token
-from herald.cli import main
+from herald.cli import _parser, main
 from herald.client import open_connection
 from herald.config import Settings
+from tests.procs import herald_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,6 +67,39 @@ async def test_apikey_create_prints_the_token_once_and_stores_its_hash(
     assert await asyncio.to_thread(main, ["apikey", "revoke", "ci"]) == 1
 
 
+async def test_help_lists_every_command_and_shows_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in commands.choices.items():
+        assert re.search(rf"^    {name}\s", top, re.M), name  # listed, with its help
+        assert command.format_help()  # and each has its own help
+    with pytest.raises(SystemExit):
+        main(["up", "--help"])
+    up = " ".join(capsys.readouterr().out.split())
+    for shown in ("(default: 127.0.0.1)", "(default: 8000)", "(default: 10)", "(default: 5.0)"):
+        assert shown in up
+
+
+async def test_app_is_taken_after_the_command_and_one_shot_commands_print_only_results(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in _env(settings).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(ROOT)
+    argv = ["enqueue", "echo", "--payload", '{"a": 1}', "--app", "tests.support:APP"]
+    assert await asyncio.to_thread(main, argv) == 0
+    out = capsys.readouterr()
+    assert "created" in out.out and out.err == ""  # no log lines around the result
+    # The default application knows no "echo": the --app above was the one used.
+    assert await asyncio.to_thread(main, ["enqueue", "echo"]) == 1
+    assert "unknown" in capsys.readouterr().err.lower()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -93,6 +130,22 @@ async def _until(check: Callable[[], Awaitable[bool]], what: str, within: float 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def _until_ready(
+    http: httpx.AsyncClient,
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+    within: float = 60.0,
+) -> None:
+    async def ready() -> bool:
+        assert proc.poll() is None, log_path.read_text()  # noqa: ASYNC240 (on failure only)
+        try:
+            return (await http.get("/readyz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await _until(ready, "the API to be ready", within)
+
+
 async def test_up_runs_api_worker_and_scheduler_in_one_process(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -108,15 +161,7 @@ async def test_up_runs_api_worker_and_scheduler_in_one_process(
     try:
         auth = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=auth) as http:
-
-            async def ready() -> bool:
-                assert proc.poll() is None, log_path.read_text()
-                try:
-                    return (await http.get("/readyz")).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await _until(ready, "the API to be ready")
+            await _until_ready(http, proc, log_path)
             submitted = await http.post("/v1/jobs", json={"kind": "echo", "payload": {"a": 1}})
             assert submitted.status_code == 202
             job_url = submitted.headers["location"]
@@ -146,7 +191,43 @@ async def test_up_runs_api_worker_and_scheduler_in_one_process(
         messages = [entry["message"] for entry in lines]
         assert any(m.startswith("herald up: API on http://127.0.0.1") for m in messages)
         assert any("stopped" in m for m in messages)
+        assert any("took over" in m and "maintenance" in m for m in messages)  # housekeeping
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+async def test_the_embedded_database_is_announced_once(tmp_path: Path) -> None:
+    """A one-shot command prints its result only (here: the token to copy); a long-running
+    one logs where its embedded PostgreSQL is, once, however many pools it opens."""
+    env = {k: v for k, v in os.environ.items() if k != "HERALD_DATABASE_URL"}
+    env["HERALD_DATA_DIR"] = str(tmp_path / "data")
+
+    migrated = await asyncio.to_thread(herald_command, env, "migrate", timeout=300)
+    assert migrated.returncode == 0 and migrated.stderr == "", migrated.stderr
+    argv = ("apikey", "create", "me", "--scopes", "read")
+    created = await asyncio.to_thread(herald_command, env, *argv)
+    assert created.returncode == 0, created.stderr
+    assert re.fullmatch(r"hrld_\S+\n", created.stdout)
+    assert "embedded PostgreSQL" not in created.stderr
+    port = _free_port()
+    log_path = tmp_path / "up.log"
+    with log_path.open("wb") as log:
+        proc = await asyncio.to_thread(
+            subprocess.Popen,
+            [sys.executable, "-m", "herald", "up", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            await _until_ready(http, proc, log_path, within=300)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 60)
+    output = log_path.read_text()
+    assert output.count("using embedded PostgreSQL") == 1, output

@@ -7,8 +7,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +18,8 @@ from rdflib import Graph, Literal
 from herald.catalog.metadata import DCAT
 from herald.db import connect, conninfo
 from herald.migrate import migrate
+from tests.catalog.official import official_reports
+from tests.procs import herald_command
 
 
 @pytest.fixture
@@ -44,15 +44,7 @@ def env(database: str, tmp_path: Path) -> Iterator[dict[str, str]]:
             )
 
 
-def herald(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "herald", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-    )
+herald = herald_command
 
 
 def test_demo_publishes_the_sample_dataset(env: dict[str, str]) -> None:
@@ -77,6 +69,16 @@ def test_demo_publishes_the_sample_dataset(env: dict[str, str]) -> None:
     catalog = Graph().parse(export, format="turtle")
     assert set(catalog.objects(None, DCAT.version)) == {Literal("1")}
     assert len(set(catalog.subjects(DCAT.downloadURL, None))) == 3
+    for name, report in official_reports(catalog).items():  # the file a reader gets
+        assert report.conforms, (name, report.text())
+    # Into a pipe: whole lines, no carriage-return frames.
+    assert "\r" not in out
+    assert re.search(r"^  get_data .*100% 20,000/20,000 records", out, re.M)
+    # The last lines say what the URLs need: the API running, and a key.
+    last = out.rstrip().splitlines()[-4:]
+    assert "herald up" in last[0] and "API key" in last[0]
+    assert "herald apikey create" in last[1] and "herald up" in last[2]
+    assert last[3].startswith('  curl -H "Authorization: Bearer <token>" https://data.example.org')
 
 
 async def _migrate(env: dict[str, str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import pytest
 
 from herald import Client, Herald, Outcome, Settings, Worker
 from herald.catalog import datasets as registry
+from herald.catalog import pipeline, undo
 from herald.catalog.datasets import Dataset, UnknownDataset
 from herald.catalog.errors import CatalogError
 from herald.catalog.pipeline import (
@@ -23,11 +25,14 @@ from herald.catalog.pipeline import (
     request_deletion,
     request_publication,
 )
-from herald.catalog.publishing import CatalogSettings
+from herald.catalog.publishing import CatalogSettings, export_version
 from herald.catalog.store import LocalExportStore
 from herald.catalog.triplestore import TripleStore
+from herald.catalog.undo import PARTIAL_AGE
 from herald.db import Row
 from herald.ops.cleanup import CleanupRunner
+from herald.ops.housekeeping import Housekeeper
+from herald.ops.jobs import cancel
 from tests.catalog.samples import HIGH_DATASET
 
 CATALOG = CatalogSettings(public_url="https://data.example.org")
@@ -272,3 +277,125 @@ async def test_an_unreachable_triple_store_fails_persist_data_after_get_data(
             letter = await cur.fetchone()
         assert letter is not None and letter["cleanup_state"] == "pending"
         assert "127.0.0.1:9" in letter["cleanup_last_error"]
+
+
+async def test_a_bad_record_fails_the_publication_at_once_naming_record_and_column(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    source = tmp_path / "stations.csv"
+    source.write_text("station,no2\nBrussels,31.5\nGhent\n", "utf-8")
+    bad = Dataset(HIGH_DATASET, {"type": "csv", "path": str(source)}, tier="high")
+    await catalog.register(bad)
+    admitted = await request_publication(catalog.client, DATASET_ID)
+    job = await catalog.run_until_finished(admitted.id)
+    # Permanent at once: one attempt (one read of the source), not three.
+    assert (job["state"], job["attempt"]) == ("dead", 1)
+    expected = "CSV file stations.csv: record 2 (line 3): 1 values for 2 columns"
+    assert job["errors"][-1]["message"].endswith(expected)
+    failed = await catalog.version(1)
+    assert failed.state == "failed" and failed.error == expected
+    assert catalog.files.list(f"{DATASET_ID}/v1") == []
+
+
+async def test_an_export_shows_its_progress_while_it_runs(
+    catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source is a pipe the test writes to, so the export waits where the test says."""
+    monkeypatch.setattr(pipeline, "HEARTBEAT_EVERY", 0.0)  # save progress at every report
+    fifo = tmp_path / "records.csv"
+    os.mkfifo(fifo)
+    await catalog.register(Dataset(HIGH_DATASET, {"type": "csv", "path": str(fifo)}, tier="high"))
+    admitted = await request_publication(catalog.client, DATASET_ID)
+    worker = Worker(catalog.app, settings=catalog.settings, concurrency=1)
+    running = asyncio.create_task(worker.run())
+    opening = asyncio.to_thread(fifo.open, "w", encoding="utf-8")  # until the export reads
+    writer = await asyncio.wait_for(opening, 60)
+    try:
+        first = await asyncio.to_thread(_write_rows, writer, 0, 30_000, header=True)
+        assert first == 30_000
+
+        async def exporting() -> registry.VersionRecord:
+            record = await catalog.version(1)
+            progress = record.progress or {}
+            return record if progress.get("records_done", 0) >= 20_000 else None  # type: ignore[return-value]
+
+        record = await _eventually(exporting)
+        assert (record.status, record.job_step) == ("exporting", "get_data")
+        assert record.progress == {"records_done": 20_000, "records_total": None}
+        await asyncio.to_thread(_write_rows, writer, 30_000, 10_000)
+        await asyncio.to_thread(writer.close)
+        job = await catalog.run_until_finished(admitted.id)
+    finally:
+        worker.stop()
+        await running
+    assert job["state"] == "succeeded"
+    done = await catalog.version(1)
+    assert done.state == "published" and done.record_count == 40_000
+    assert done.progress == {"records_done": 40_000, "records_total": 40_000}
+
+
+def _write_rows(writer: Any, start: int, count: int, header: bool = False) -> int:
+    if header:
+        writer.write("id,name\n")
+    writer.writelines(f"{i},name {i}\n" for i in range(start, start + count))
+    writer.flush()
+    return count
+
+
+async def _eventually(check: Any, limit: float = 60.0) -> Any:
+    """Poll ``check()`` until it answers something; ``limit`` only guards a hang."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        found = await check()
+        if found is not None:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError("the condition never held")
+
+
+async def test_the_catalog_duties_undo_what_no_cleanup_would(
+    catalog: Catalog, settings: Settings
+) -> None:
+    await catalog.register(dataset(count=100))
+    admitted = await request_publication(catalog.client, DATASET_ID)
+    # A killed writer's upload, and the files of a version whose job was cancelled
+    # while it ran (written here as get_data would have written them).
+    partial = catalog.files.path(f"{DATASET_ID}/v9/{DATASET_ID}.csv")
+    partial.parent.mkdir(parents=True)
+    partial = partial.with_name(f".{partial.name}.0123abcd.part")  # as an upload names it
+    partial.write_bytes(b"id\n1\n")
+    old = time.time() - 2 * PARTIAL_AGE
+    os.utime(partial, (old, old))
+    runtime = catalog_runtime(catalog.app)
+    produced = export_version(
+        (await _stored(catalog)), 1, catalog.files, runtime.conninfo, settings.data_dir
+    )
+    async with catalog.client.pool.connection() as conn:
+        await registry.record_files(conn, DATASET_ID, 1, produced.files)
+        await registry.transition(conn, DATASET_ID, 1, "exporting")
+    await cancel(catalog.client.pool, admitted.id, actor="tester", reason="wrong source")
+    record = await catalog.version(1)
+    assert (record.state, record.status) == ("exporting", "failed")  # shown at once
+
+    keeper = Housekeeper(catalog.app, settings, catalog.client.pool)
+    assert {d.name for d in keeper.duties} >= {"catalog.reconcile", "catalog.sweep"}
+    assert await undo.reconcile(runtime, grace=0) == 1
+    settled = await catalog.version(1)
+    assert settled.state == "failed" and settled.files == ()
+    assert settled.error == "publication cancelled: cancelled by tester: wrong source"
+    assert catalog.files.list(f"{DATASET_ID}/v1") == []
+    assert await undo.sweep(runtime) == 1  # the partial upload
+    assert not any(catalog.files.root.rglob(".*.part"))
+    # A writer that lost its lease may still commit after the cleanup: swept too.
+    late = catalog.files.begin(f"{DATASET_ID}/v1/{DATASET_ID}.json")
+    late.write(b"[]")
+    late.commit()
+    assert await undo.sweep(runtime) == 1
+    assert catalog.files.list(f"{DATASET_ID}/v1") == []
+
+
+async def _stored(catalog: Catalog) -> Dataset:
+    async with catalog.client.pool.connection() as conn:
+        found = await registry.get_dataset(conn, DATASET_ID)
+    assert found is not None
+    return found

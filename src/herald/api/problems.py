@@ -128,12 +128,18 @@ def _is_json(content_type: str) -> bool:
 
 
 def _unsupported_media_type(request: Request, exc: RequestValidationError) -> str | None:
-    """A JSON body sent as something else is a 415, not a list of missing fields."""
+    """A body sent as something else than JSON (or with no media type) is a 415, not a
+    list of missing fields."""
     declared = request.headers.get("content-type")
     about_body = any(tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors())
-    if declared is None or _is_json(declared) or not about_body:
+    length = request.headers.get("content-length", "0")
+    sent = "chunked" in request.headers.get("transfer-encoding", "") or (
+        length.isdigit() and int(length) > 0
+    )
+    if not (about_body and sent) or (declared is not None and _is_json(declared)):
         return None
-    return f"the request body must be application/json, not {declared.split(';')[0].strip()}"
+    given = f"not {declared.split(';')[0].strip()}" if declared else "and say so in Content-Type"
+    return f"the request body must be application/json, {given}"
 
 
 def _malformed_json(exc: RequestValidationError) -> str | None:

@@ -103,9 +103,7 @@ def _last_error(dead_letter: dict[str, Any]) -> str:
     return lead
 
 
-async def reconcile(
-    runtime: CatalogRuntime, limit: int = 100, grace: float | None = None
-) -> int:
+async def reconcile(runtime: CatalogRuntime, limit: int = 100, grace: float | None = None) -> int:
     """Undo publications whose job ended without publishing and whose version still
     shows in flight: a cancelled job leaves no dead letter, so no cleanup would ever
     run for it. Dead ones are undone too if their cleanup has not run yet (both are
