@@ -7,6 +7,7 @@ schema (created, migrated, dropped), which is cheap and isolates tests completel
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -30,7 +31,16 @@ def database() -> Iterator[str]:
     if url:
         yield url
         return
-    yield database_url(Settings(data_dir=ROOT / ".herald-test"))
+    data_dir = ROOT / ".herald-test"
+    data_dir.mkdir(exist_ok=True)
+    # Test processes (xdist workers) share the one server: the first boots it.
+    with (data_dir / "boot.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            found = database_url(Settings(data_dir=data_dir))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    yield found
 
 
 @pytest.fixture

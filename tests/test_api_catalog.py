@@ -615,6 +615,7 @@ async def test_a_cancelled_publication_shows_failed_at_once_and_is_undone(api: A
     assert await undo.reconcile(catalog_runtime(api.app), grace=0) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["oxigraph", "virtuoso"])
 async def test_the_catalog_through_real_sparql_servers(
     server: str, settings: Settings, tmp_path: Path

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis
+import pytest
 import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, Phase
@@ -87,6 +88,8 @@ async def _seed(client: Client, conn: AsyncConn) -> None:
     await conn.execute("INSERT INTO dataset_versions (dataset_id, version) VALUES ('0', 1)")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 async def test_openapi_is_served_and_fuzzing_finds_no_server_error(
     settings: Settings, client: Client, tmp_path: Path
 ) -> None:

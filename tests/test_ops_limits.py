@@ -90,6 +90,7 @@ async def test_bad_limits_are_refused_and_write_nothing(settings: Settings) -> N
         limits.declare(Herald(), "nope", concurrency=limits.ConcurrencyLimit(1))
 
 
+@pytest.mark.slow
 async def test_eight_workers_share_one_limiter_of_5_per_second(settings: Settings) -> None:
     """Over 10 s of database time, no window [a, b] holds more than 5/s * (b - a) + 5
     grants, measured with the database timestamps of the grants."""

@@ -87,6 +87,7 @@ async def _migrate(env: dict[str, str]) -> None:
         await migrate(conn, env["HERALD_SCHEMA"])
 
 
+@pytest.mark.slow
 def test_dataset_commands(env: dict[str, str], tmp_path: Path) -> None:
     asyncio.run(_migrate(env))
     (tmp_path / "air.csv").write_text("station,no2\nBrussels,31.5\nGhent,22.0\n", "utf-8")

@@ -65,7 +65,8 @@ def virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
         yield endpoint
 
 
-@pytest.fixture(params=["embedded", "oxigraph", "virtuoso"])
+# Virtuoso takes its time to start and to take 40 replaces: in the slow set.
+@pytest.fixture(params=["embedded", "oxigraph", pytest.param("virtuoso", marks=pytest.mark.slow)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TripleStore]:
     backend: TripleStore
     if request.param == "embedded":
