@@ -254,7 +254,9 @@ def register_catalog(
     """
     runtime = CatalogRuntime(settings, catalog or CatalogSettings.from_env())
     attach_runtime(app, runtime)
-    publish = app.pipeline(PUBLISH, steps=STEPS, keep_forever=True)
+    # Internal kinds: a publication or a deletion is requested through the catalog's own
+    # routes, which check the dataset and version first, never as a raw job.
+    publish = app.pipeline(PUBLISH, steps=STEPS, keep_forever=True, api_scope=None)
 
     @publish.step("get_data")
     async def get_data(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +270,7 @@ def register_catalog(
     async def compensate(dead_letter: dict[str, Any]) -> None:
         await _compensate(runtime, dead_letter)
 
-    @app.task(DELETE_VERSION, keep_forever=True)
+    @app.task(DELETE_VERSION, keep_forever=True, api_scope=None)
     async def delete_version(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         return await _delete_version(
             runtime, ctx, str(payload["dataset_id"]), int(payload["version"])
@@ -515,6 +517,13 @@ async def _delete_version(
             raise Permanent(f"dataset {dataset_id!r} has no version {version}")
         if record.state == "deleted":
             return {"deleted": [], "entry": "unchanged"}
+        if record.state != "deleting":
+            # Only request_deletion moves a version to 'deleting' (with this job): a job
+            # that meets any other state was not admitted by it and must touch nothing.
+            raise Permanent(
+                f"version {version} of {dataset_id!r} is {record.state}, not deleting: "
+                "request its deletion through the catalog"
+            )
         await _remove_files(runtime, dataset_id, version, [f.store_key for f in record.files])
         graph = runtime.catalog.urls.entry_graph(dataset_id)
         shown = await asyncio.to_thread(_entry_version, runtime.triple_store, graph)

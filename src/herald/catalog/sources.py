@@ -12,6 +12,7 @@ import contextlib
 import csv
 import datetime
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -264,38 +265,73 @@ SAMPLE_COLUMNS = ("id", "name", "city", "amount", "active", "recorded_on")
 
 
 SOURCE_TYPES = ("postgres_query", "postgres_table", "csv", "jsonl", "generated")
+# Each source type's fields and bounds: a dataset description stays small, and a
+# generated source cannot ask for unbounded work.
+SOURCE_FIELDS: dict[str, frozenset[str]] = {
+    "postgres_query": frozenset({"type", "query", "params"}),
+    "postgres_table": frozenset({"type", "table"}),
+    "csv": frozenset({"type", "path", "delimiter"}),
+    "jsonl": frozenset({"type", "path"}),
+    "generated": frozenset({"type", "count"}),
+}
+MAX_GENERATED = 10_000_000  # records
+MAX_QUERY = 20_000  # characters
+MAX_PARAMS = 100
+MAX_PARAM_TEXT = 1_000
+MAX_PATH = 1_000
+TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
 
-def _spec_text(spec: Mapping[str, Any], name: str) -> str:
+def _spec_text(spec: Mapping[str, Any], name: str, limit: int) -> str:
     value = spec.get(name)
     if not isinstance(value, str) or not value.strip():
         raise SourceError(f"a {spec.get('type')} source needs a non-empty {name!r}")
+    if len(value) > limit or "\x00" in value:
+        raise SourceError(
+            f"a {spec.get('type')} source's {name!r} must be at most {limit} characters"
+        )
     return value
 
 
+def _check_params(params: object) -> None:
+    if not isinstance(params, dict) or len(params) > MAX_PARAMS:
+        raise SourceError(f"postgres_query params must be an object of at most {MAX_PARAMS} values")
+    for name, value in params.items():
+        if not TABLE.match(str(name)):
+            raise SourceError("postgres_query parameter names are identifiers (letters, digits, _)")
+        scalar = value is None or isinstance(value, bool | int | float)
+        if not scalar and not (isinstance(value, str) and len(value) <= MAX_PARAM_TEXT):
+            raise SourceError(
+                f"postgres_query parameter {name!r} must be a number, boolean, null or text "
+                f"of at most {MAX_PARAM_TEXT} characters"
+            )
+
+
 def check_source_spec(spec: Mapping[str, Any]) -> None:
-    """Refuse a malformed source description before anything is stored."""
+    """Refuse a malformed or unbounded source description before anything is stored."""
     kind = spec.get("type")
     if kind not in SOURCE_TYPES:
         raise SourceError(f"source type must be one of {', '.join(SOURCE_TYPES)}, got {kind!r}")
+    unknown = set(spec) - SOURCE_FIELDS[kind]
+    if unknown:
+        raise SourceError(f"unknown source field(s): {', '.join(sorted(map(str, unknown)))}")
     if kind == "postgres_query":
-        _spec_text(spec, "query")
-        if not isinstance(spec.get("params", {}), dict):
-            raise SourceError("postgres_query params must be an object of named parameters")
+        _spec_text(spec, "query", MAX_QUERY)
+        _check_params(spec.get("params", {}))
     elif kind == "postgres_table":
-        _spec_text(spec, "table")
+        if not TABLE.match(_spec_text(spec, "table", 63)):
+            raise SourceError("a postgres_table source names one table (letters, digits, _, $)")
     elif kind in ("csv", "jsonl"):
-        _spec_text(spec, "path")
+        _spec_text(spec, "path", MAX_PATH)
         delimiter = spec.get("delimiter", ",")
         if kind == "csv" and (not isinstance(delimiter, str) or len(delimiter) != 1):
             raise SourceError("a csv delimiter is one character")
     else:
         count = spec.get("count")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise SourceError("a generated source needs a non-negative integer 'count'")
-    unknown = set(spec) - {"type", "query", "params", "table", "path", "delimiter", "count"}
-    if unknown:
-        raise SourceError(f"unknown source field(s): {', '.join(sorted(unknown))}")
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_GENERATED:
+            raise SourceError(
+                f"a generated source needs an integer 'count' from 0 to {MAX_GENERATED}"
+            )
 
 
 def source_from_spec(spec: Mapping[str, Any], conninfo: str, base_dir: Path) -> RecordSource:
