@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from herald.client import Client, open_connection
 from herald.up import is_loopback
 from tests.catalog.samples import HIGH_DATASET
 from tests.security.conftest import Api, open_api, problem
+from tests.support import wait_for_job
 
 FAR_FUTURE = "9000-01-01T00:00:00Z"
 
@@ -57,14 +58,7 @@ async def _finish(api: Api, client: Client, job_id: int) -> dict[str, Any]:
     worker = Worker(api.app, settings=api.settings, concurrency=2)
     running = asyncio.create_task(worker.run())
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            job = await client.get_job(job_id)
-            assert job is not None
-            if job["state"] not in ("waiting", "running"):
-                return job
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"job {job_id} did not finish")
+        return await wait_for_job(client, job_id, limit=60)
     finally:
         worker.stop()
         await running
@@ -96,7 +90,7 @@ async def _call(
 ) -> tuple[int, bytes, int]:
     """Call the ASGI app directly: (status, body, how many body chunks it read)."""
     read = 0
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         nonlocal read
@@ -110,7 +104,7 @@ async def _call(
         await asyncio.sleep(3600)
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     scope = {

@@ -199,7 +199,10 @@ def map_unavailable(app: FastAPI, error: type[Exception], what: str) -> None:
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         log.warning("%s failed on %s %s: %s", what, request.method, request.url.path, exc)
         return problem_response(
-            request, 503, "unavailable", f"{what} is unavailable; try again later",
+            request,
+            503,
+            "unavailable",
+            f"{what} is unavailable; try again later",
             headers={"Retry-After": "5"},
         )
 
