@@ -16,6 +16,8 @@ from herald.api import catalog, health, jobs, operations, problems, schedules
 from herald.api.boundary import Boundary
 from herald.api.state import ApiSettings, ApiState
 from herald.catalog.errors import TripleStoreError
+from herald.catalog.metadata import PREFIXES
+from herald.catalog.sparql.runner import QueryRunner, SparqlLimits
 from herald.client import Client
 from herald.config import Settings
 from herald.metrics import HeraldMetrics
@@ -91,8 +93,15 @@ def create_app(
                 "API authentication is OFF: every caller may submit, read and operate "
                 "(never admin); every response says so (Herald-Auth: off)"
             )
-        async with serving(app):
-            yield
+        # Query processes of the SPARQL endpoint: started on demand, all killed on exit.
+        app.state.sparql = QueryRunner(
+            SparqlLimits.from_env(), {p: str(ns) for p, ns in PREFIXES.items()}
+        )
+        try:
+            async with serving(app):
+                yield
+        finally:
+            await app.state.sparql.close()
 
     app = FastAPI(
         title="Herald",
