@@ -50,11 +50,12 @@ from herald.catalog.runtime import (
     close_embedded_store,
     shared_triple_store,
 )
+from herald.catalog.source_access import Cancellation, SourceAccess
 from herald.catalog.triplestore import TripleStore, delete_entry, replace_entry
 from herald.client import Client, Enqueued, Outcome
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn
+from herald.db import AsyncConn, conninfo
 from herald.errors import Permanent
 from herald.registry import Herald
 from herald.schedules import (
@@ -217,6 +218,11 @@ async def save_dataset(
     """
     check_dataset(dataset)
     spec = None if recurrence is None else recurrence_spec(dataset.id, recurrence)
+    # What can be checked now is: a file that is not there, a role that cannot be used.
+    settings = client.settings
+    own = conninfo(settings.database_url, settings.schema) if settings.database_url else None
+    access = SourceAccess.for_settings(settings, herald_conninfo=own)
+    await asyncio.to_thread(access.check, dict(dataset.source))
     reason = "dataset registered"
     async with client.pool.connection() as conn, conn.transaction():
         existing = await registry.get_dataset(conn, dataset.id)
@@ -309,20 +315,24 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
     total = _expected_records(dataset)
     heartbeat = _ThreadHeartbeat(ctx, runtime, dataset_id, total)
     runtime.notify(ProgressEvent(dataset_id, version, "get_data", 0, total))
+    cancellation = Cancellation()
     try:
         result = await asyncio.to_thread(
             export_version,
             dataset,
             version,
             runtime.export_store,
-            runtime.conninfo,
-            runtime.settings.data_dir,
+            runtime.source_access,
             heartbeat.progress,
+            cancellation,
         )
     except asyncio.CancelledError:
-        # The thread cannot be cancelled: it stops at its next progress report, before
-        # committing, so a later attempt never meets this one's files.
+        # The attempt stopped (cancelled, timed out, lease lost). The thread cannot be
+        # cancelled: it stops at its next progress report, before committing, so a later
+        # attempt never meets this one's files; a source query it is waiting on is
+        # cancelled on the server now (from a thread: that call blocks).
         heartbeat.stopped.set()
+        threading.Thread(target=cancellation.cancel, name="source-cancel", daemon=True).start()
         raise
     produced = {
         "files": [f.to_dict() for f in result.files],

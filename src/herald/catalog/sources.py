@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import psycopg
 from psycopg import sql as pgsql
 
 from herald import sql
 from herald.catalog.errors import SourceError
+from herald.catalog.source_access import Cancellation, SourceAccess
 
 Row = Sequence[object]
 
@@ -53,9 +54,9 @@ def _check_columns(columns: Sequence[str], origin: str) -> list[str]:
     if any(name == "" for name in names):
         raise SourceError(f"{origin} has an empty column name")
     seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise SourceError(f"{origin} has the column {name!r} twice")
+    for number, name in enumerate(names, start=1):
+        if name in seen:  # named by position: errors never quote what a source holds
+            raise SourceError(f"{origin} repeats a column name (column {number})")
         seen.add(name)
     return names
 
@@ -66,16 +67,14 @@ class CsvSource:
 
     path: Path
     delimiter: str = ","
+    access: SourceAccess | None = None  # confines the file to the source directory
 
     def describe(self) -> str:
         return f"CSV file {self.path.name}"
 
     @contextmanager
     def open(self) -> Iterator[Records]:
-        try:
-            handle = self.path.open(encoding="utf-8", newline="")
-        except OSError as exc:
-            raise SourceError(f"cannot read {self.describe()}: {exc.strerror}") from None
+        handle = _open_text(self.path, self.access, self.describe())
         with handle:
             reader = csv.reader(handle, delimiter=self.delimiter)
             try:
@@ -106,6 +105,15 @@ class CsvSource:
             raise SourceError(f"{self.describe()} line {reader.line_num}: {exc}") from None
 
 
+def _open_text(path: Path, access: SourceAccess | None, what: str) -> IO[str]:
+    if access is not None:
+        return access.open_file(access.file(str(path)))
+    try:
+        return path.open(encoding="utf-8", newline="")
+    except OSError as exc:
+        raise SourceError(f"cannot read {what}: {exc.strerror}") from None
+
+
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -118,16 +126,14 @@ class JsonLinesSource:
     """
 
     path: Path
+    access: SourceAccess | None = None  # confines the file to the source directory
 
     def describe(self) -> str:
         return f"JSON Lines file {self.path.name}"
 
     @contextmanager
     def open(self) -> Iterator[Records]:
-        try:
-            handle = self.path.open(encoding="utf-8")
-        except OSError as exc:
-            raise SourceError(f"cannot read {self.describe()}: {exc.strerror}") from None
+        handle = _open_text(self.path, self.access, self.describe())
         with handle:
             lines = self._objects(handle)
             first = next(lines, None)
@@ -164,16 +170,16 @@ class JsonLinesSource:
 
         def convert(number: int, obj: Mapping[str, object]) -> Row:
             if len(obj) > len(columns) or not known.issuperset(obj):
-                extra = sorted(set(obj) - known)
+                extra = len(set(obj) - known)
                 raise SourceError(
-                    f"{self.describe()} line {number}: unknown field(s) {extra} "
-                    f"(the first record fixes the columns)"
+                    f"{self.describe()} line {number}: {extra} field(s) the first record "
+                    "does not have (the first record fixes the columns)"
                 )
             row = tuple(obj.get(c) for c in columns)
-            for column, value in zip(columns, row, strict=True):
+            for position, value in enumerate(row, start=1):
                 if not isinstance(value, _SCALARS):
                     raise SourceError(
-                        f"{self.describe()} line {number}: field {column!r} is a nested "
+                        f"{self.describe()} line {number}: field {position} is a nested "
                         f"{type(value).__name__}; only flat records can be exported"
                     )
             return row
@@ -196,11 +202,16 @@ class PostgresSource:
     params: Mapping[str, Any] = field(default_factory=dict)
     batch_size: int = 5_000
     label: str = "PostgreSQL query"
+    access: SourceAccess | None = None  # checks the role before anything is read
+    cancellation: Cancellation | None = None  # cancels the query on the server
 
     @classmethod
-    def table(cls, conninfo: str, table: str, batch_size: int = 5_000) -> PostgresSource:
+    def table(
+        cls, conninfo: str, table: str, batch_size: int = 5_000, **options: Any
+    ) -> PostgresSource:
         query = sql.query_with_identifiers("catalog_source_table", table=table)
-        return cls(conninfo, query, batch_size=batch_size, label=f"PostgreSQL table {table}")
+        label = f"PostgreSQL table {table}"
+        return cls(conninfo, query, batch_size=batch_size, label=label, **options)
 
     def describe(self) -> str:
         return self.label
@@ -208,32 +219,58 @@ class PostgresSource:
     @contextmanager
     def open(self) -> Iterator[Records]:
         try:
-            conn = psycopg.connect(self.conninfo, autocommit=False)
+            conn = psycopg.connect(self.conninfo, autocommit=False, connect_timeout=30)
         except psycopg.OperationalError as exc:
-            raise SourceError(f"cannot connect for {self.describe()}: {exc}") from None
-        with conn:
-            # A named cursor is a server-side cursor: rows arrive batch by batch.
-            cursor = conn.cursor(name="herald_export")
-            cursor.itersize = self.batch_size
-            try:
-                cursor.execute(self.query, self.params or None)
-            except psycopg.Error as exc:
-                raise SourceError(f"{self.describe()} failed: {exc}") from None
-            if cursor.description is None:
-                raise SourceError(f"{self.describe()} returns no rows (not a SELECT?)")
-            columns = _check_columns([d.name for d in cursor.description], self.describe())
-            try:
-                yield Records(columns, self._rows(cursor))
-            finally:
-                with contextlib.suppress(psycopg.Error):  # a broken session closes anyway
-                    cursor.close()
-                    conn.rollback()  # read-only: nothing to keep
+            raise SourceError(
+                f"cannot connect for {self.describe()} ({type(exc).__name__})"
+            ) from None
+        if self.cancellation is not None:
+            self.cancellation.watch(conn)
+        try:
+            with conn:
+                yield from self._stream(conn)
+        finally:
+            if self.cancellation is not None:
+                self.cancellation.forget(conn)
+
+    def _stream(self, conn: psycopg.Connection[Any]) -> Iterator[Records]:
+        if self.access is not None:
+            self.access.check_role(conn)
+            conn.rollback()
+        conn.read_only = True  # and default_transaction_read_only in the session
+        # A named cursor is a server-side cursor: rows arrive batch by batch.
+        cursor = conn.cursor(name="herald_export")
+        cursor.itersize = self.batch_size
+        try:
+            cursor.execute(self.query, self.params or None)
+        except psycopg.Error as exc:
+            raise SourceError(f"{self.describe()} failed: {_reason(exc)}") from None
+        if cursor.description is None:
+            raise SourceError(f"{self.describe()} returns no rows (not a SELECT?)")
+        columns = _check_columns([d.name for d in cursor.description], self.describe())
+        try:
+            yield Records(columns, self._rows(cursor))
+        finally:
+            with contextlib.suppress(psycopg.Error):  # a broken session closes anyway
+                cursor.close()
+                conn.rollback()  # read-only: nothing to keep
 
     def _rows(self, cursor: psycopg.ServerCursor[Any]) -> Iterator[Row]:
         try:
             yield from cursor
         except psycopg.Error as exc:
-            raise SourceError(f"{self.describe()} failed while streaming: {exc}") from None
+            raise SourceError(f"{self.describe()} failed while streaming: {_reason(exc)}") from None
+
+
+def _reason(exc: psycopg.Error) -> str:
+    """Why a source query failed, without the server's message (it may quote data)."""
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        return "cancelled (statement timeout, or its attempt stopped)"
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return "it tried to write, and sources only read"
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return "the source role may not read that"
+    return f"{type(exc).__name__} (SQLSTATE {exc.sqlstate})"
 
 
 @dataclass(frozen=True)
@@ -334,20 +371,24 @@ def check_source_spec(spec: Mapping[str, Any]) -> None:
             )
 
 
-def source_from_spec(spec: Mapping[str, Any], conninfo: str, base_dir: Path) -> RecordSource:
-    """The source a dataset describes; PostgreSQL sources read Herald's database
-    (``conninfo``), file paths are relative to ``base_dir`` unless absolute."""
+def source_from_spec(
+    spec: Mapping[str, Any], access: SourceAccess, cancellation: Cancellation | None = None
+) -> RecordSource:
+    """The source a dataset describes: files under the source directory, databases read
+    as the source role (see :mod:`herald.catalog.source_access`)."""
     check_source_spec(spec)
     kind = spec["type"]
+    options: dict[str, Any] = {"access": access, "cancellation": cancellation}
     if kind == "postgres_query":
-        return PostgresSource(conninfo, spec["query"], dict(spec.get("params", {})))
+        params = dict(spec.get("params", {}))
+        return PostgresSource(access.conninfo(), spec["query"], params, **options)
     if kind == "postgres_table":
-        return PostgresSource.table(conninfo, spec["table"])
+        return PostgresSource.table(access.conninfo(), spec["table"], **options)
     if kind == "generated":
         count = int(spec["count"])
         label = f"{count} sample records"
         return GeneratedSource(SAMPLE_COLUMNS, lambda: sample_rows(count), label)
-    path = base_dir / Path(spec["path"])
+    path = access.file(spec["path"])
     if kind == "csv":
-        return CsvSource(path, spec.get("delimiter", ","))
-    return JsonLinesSource(path)
+        return CsvSource(path, spec.get("delimiter", ","), access=access)
+    return JsonLinesSource(path, access=access)
