@@ -242,13 +242,13 @@ class PostgresSource:
         cursor = conn.cursor(name="herald_export")
         cursor.itersize = self.batch_size
         try:
-            cursor.execute(self.query, self.params or None)
-        except psycopg.Error as exc:
-            raise SourceError(f"{self.describe()} failed: {_reason(exc)}") from None
-        if cursor.description is None:
-            raise SourceError(f"{self.describe()} returns no rows (not a SELECT?)")
-        columns = _check_columns([d.name for d in cursor.description], self.describe())
-        try:
+            try:
+                cursor.execute(self.query, self.params or None)
+            except psycopg.Error as exc:
+                raise SourceError(f"{self.describe()} failed: {_reason(exc)}") from None
+            if cursor.description is None:
+                raise SourceError(f"{self.describe()} returns no rows (not a SELECT?)")
+            columns = _check_columns([d.name for d in cursor.description], self.describe())
             yield Records(columns, self._rows(cursor))
         finally:
             with contextlib.suppress(psycopg.Error):  # a broken session closes anyway
