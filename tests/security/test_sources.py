@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import psycopg
@@ -19,7 +20,7 @@ from herald.catalog.store import LocalExportStore
 from tests.conftest import SourceRole
 
 
-def _export(access: SourceAccess, spec: dict[str, object], store: LocalExportStore) -> str:
+def _export(access: SourceAccess, spec: Mapping[str, object], store: LocalExportStore) -> str:
     for key in store.list("x/v1"):
         store.delete(key)
     result = export_records(source_from_spec(spec, access), store, "x/v1", "x", ["csv"])
