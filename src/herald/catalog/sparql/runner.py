@@ -186,6 +186,7 @@ class QueryRunner:
         self._snapshots: dict[Path, _Snapshots] = {}
         self._closed = False
         self._dying: set[_Child] = set()
+        self._lock = threading.Lock()
 
     def _refuse_busy(self) -> QueryRefused:
         detail = f"{self.limits.concurrency} queries are running; try again shortly"
@@ -234,12 +235,13 @@ class QueryRunner:
     def _take(self, store: OxigraphStore) -> tuple[_Snapshots, _Snapshot]:
         assert store.path is not None
         key = store.path.resolve()
-        snapshots = self._snapshots.get(key)
-        if snapshots is None:
-            root = key.parent / f"{key.name}-snapshots"
-            shutil.rmtree(root, ignore_errors=True)  # left by an earlier run
-            root.mkdir(parents=True)
-            snapshots = self._snapshots[key] = _Snapshots(root)
+        with self._lock:  # queries arrive together: one of them prepares the root
+            snapshots = self._snapshots.get(key)
+            if snapshots is None:
+                root = key.parent / f"{key.name}-snapshots"
+                shutil.rmtree(root, ignore_errors=True)  # left by an earlier run
+                root.mkdir(parents=True)
+                snapshots = self._snapshots[key] = _Snapshots(root)
         return snapshots, snapshots.take(store)
 
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
