@@ -194,3 +194,12 @@ async def nul_error(ctx: JobContext, payload: dict[str, Any]) -> None:
 async def endless_delay(ctx: JobContext, payload: dict[str, Any]) -> None:
     """Asks for a retry delay no clock can represent."""
     raise Retry("later", delay=float(payload.get("delay", "inf")))
+
+
+@APP.task("gate", backoff=FAST, max_attempts=1)
+def gate(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """Fails for good until the file its payload names exists (an upstream being fixed):
+    the console's tests let it die, fix the upstream, and replay its dead letter."""
+    if not os.path.exists(str(payload["gate"])):
+        raise Permanent(f"upstream not ready: {payload['gate']} is missing")
+    return {"passed": True, "attempt": ctx.attempt}

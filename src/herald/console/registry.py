@@ -163,6 +163,20 @@ class ConsoleExtension:
     enabled: Callable[[Herald], bool] | None = None
 
 
+def _routes(routes: Iterable[object], prefix: str = "") -> Iterable[tuple[str, str]]:
+    """(method, path) of every route, through routers included in routers."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)  # a router included in this one
+        if inner is not None:
+            context = getattr(route, "include_context", None)
+            yield from _routes(inner.routes, prefix + str(getattr(context, "prefix", "")))
+            continue
+        path = getattr(route, "path", None)
+        if path is not None:
+            for method in sorted(getattr(route, "methods", None) or {"*"}):
+                yield method, prefix + path
+
+
 def discover() -> list[ConsoleExtension]:
     """Every extension named in the ``herald.console`` entry-point group, by name."""
     found = []
@@ -209,13 +223,19 @@ class Registry:
                 raise ConsoleError(f"{name}: action {action.name!r} is registered twice")
             self.actions[action.name] = action
         if extension.router is not None:
-            for route in extension.router.routes:
-                path = getattr(route, "path", "")
-                for method in sorted(getattr(route, "methods", None) or {"*"}):
-                    owner = self._paths.setdefault(f"{method} {path}", name)
-                    if owner != name:
-                        raise ConsoleError(f"{name}: {method} {path} is already {owner}'s page")
+            for method, path in _routes(extension.router.routes):
+                owner = self._paths.setdefault(f"{method} {path}", name)
+                if owner != name:
+                    raise ConsoleError(f"{name}: {method} {path} is already {owner}'s page")
         self.extensions.append(extension)
+
+    def routes(self) -> list[tuple[str, str, str]]:
+        """Every (method, path, extension) the console serves, paths under /ui."""
+        found = []
+        for key, owner in self._paths.items():
+            method, path = key.split(" ", 1)
+            found.append((method, path, owner))
+        return sorted(found)
 
     def action(self, name: str) -> Action | None:
         return self.actions.get(name)

@@ -142,6 +142,8 @@ class Renderer:
             lstrip_blocks=True,
         )
         self.env.filters.update(when=when, duration=duration, pretty=pretty, size=size)
+        # The shared macros, as ``m`` in every template and in every live block alone.
+        self.env.globals["m"] = self.env.get_template("macros.html").module
         self.registry = registry
         self.assets = _asset_versions()
 
