@@ -94,7 +94,7 @@ async def console(settings: Settings) -> AsyncIterator[Console]:
 
 async def _dead_letter(console: Console, kind: str = "permanent", key: str = "doc") -> int:
     """Let a job of ``kind`` die under a real worker; returns its dead letter's id."""
-    job = await console.client.enqueue(kind, {"gate": "/nonexistent"}, key=key)
+    job = await console.client.enqueue(kind, {"gate": "missing"}, key=key)
     async with running_worker(console.settings, concurrency=2):
         row = await wait_for_job(console.client, job.id)
     assert row["state"] == "dead", row
