@@ -9,7 +9,7 @@ named statements; nothing here writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from markupsafe import Markup
@@ -285,11 +285,6 @@ async def job(caller: Caller, job_id: int) -> JobDetail | None:
         audit=entries,
         timeline=_timeline(row, relations["rescues"], relations["stale_writes"]),
     )
-
-
-def lease_left(caller: Caller, job: Row) -> timedelta | None:
-    expires = job.get("lease_expires_at")
-    return None if expires is None else expires - caller.now
 
 
 # --- dead letters -------------------------------------------------------------------------

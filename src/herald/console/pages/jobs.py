@@ -87,6 +87,5 @@ async def job(job_id: str, request: Request, caller: Signed) -> Response:
         caller,
         detail=found,
         job=found.job,
-        lease_left=data.lease_left(caller, found.job),
         tracebacks=data.may_see_tracebacks(caller),
     )
