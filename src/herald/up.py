@@ -1,6 +1,7 @@
 """``herald serve``, ``herald up`` and ``herald apikey``.
 
-* ``serve`` runs the HTTP API alone (uvicorn), for scaling the API out;
+* ``serve`` runs the HTTP API alone (uvicorn), for scaling the API out; the operator
+  console is mounted on it under ``/ui`` (:mod:`herald.console`);
 * ``up`` runs everything in one process: the API, a worker (with the rescuer and
   pruner), the scheduler and the cleanup runner, after applying pending migrations. With
   no ``HERALD_DATABASE_URL`` it boots the embedded PostgreSQL. SIGTERM/SIGINT stop the
@@ -217,14 +218,23 @@ async def _serve_checked(server: uvicorn.Server) -> None:
         raise RuntimeError("the HTTP API could not start (see the log above)")
 
 
-async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str, port: int) -> int:
-    """The API alone (and its metrics port, if any); SIGTERM/SIGINT stop it."""
+def _api_app(app: Herald, settings: Settings, api: ApiSettings, metrics: Any = None) -> Any:
+    """The HTTP API with the operator console mounted under /ui."""
     from herald.api import create_app
+    from herald.console import install
+
+    api_app = create_app(app, settings, api, metrics=metrics)
+    install(api_app, app)
+    return api_app
+
+
+async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str, port: int) -> int:
+    """The API and console alone (and the metrics port, if any); SIGTERM/SIGINT stop it."""
     from herald.metrics import HeraldMetrics
 
     metrics = HeraldMetrics()
     grace = settings.shutdown_grace
-    api_app = create_app(app, settings, api, metrics=metrics)
+    api_app = _api_app(app, settings, api, metrics)
     if api.metrics_port is None:
         await _serve_checked(_server(api_app, host, port, own_signals=True, grace=grace))
         return 0
@@ -277,7 +287,7 @@ async def up(
     scheduler_interval: float | None = 5.0,
 ) -> int:
     """API, worker (rescuer, pruner), scheduler and cleanup runner in this process."""
-    from herald.api import create_app, list_keys
+    from herald.api import list_keys
     from herald.client import open_connection
     from herald.metrics import HeraldMetrics
     from herald.migrate import migrate
@@ -294,7 +304,7 @@ async def up(
     worker = Worker(app, settings=settings, concurrency=concurrency, queues=queues)
     metrics.watch_worker(worker)
     server = _server(
-        create_app(app, settings, api, metrics=metrics), host, port, False, settings.shutdown_grace
+        _api_app(app, settings, api, metrics), host, port, False, settings.shutdown_grace
     )
     servers = [server]
     if api.metrics_port is not None:
@@ -324,7 +334,7 @@ async def up(
     if scheduler is not None:
         parts.append(asyncio.create_task(scheduler.run(stop), name="scheduler"))
     log.info(
-        "herald up: API on http://%s:%d, worker on %s, scheduler %s",
+        "herald up: API on http://%s:%d (console at /ui), worker on %s, scheduler %s",
         host,
         port,
         ",".join(worker.queues),
