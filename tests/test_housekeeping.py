@@ -105,6 +105,7 @@ def test_herald_worker_runs_cleanup_and_sweeps(settings: Settings, tmp_path: Pat
         "HERALD_DATABASE_URL": settings.database_url or "",
         "HERALD_SCHEMA": settings.schema,
         "HERALD_DATA_DIR": str(data),
+        "HERALD_SOURCE_DIR": str(tmp_path),  # file sources are read only under it
         "HERALD_RESCUE_INTERVAL": "0.2",
         "PYTHONPATH": str(ROOT),
     }

@@ -282,9 +282,10 @@ async def test_an_unreachable_triple_store_fails_persist_data_after_get_data(
 async def test_a_bad_record_fails_the_publication_at_once_naming_record_and_column(
     catalog: Catalog, tmp_path: Path
 ) -> None:
-    source = tmp_path / "stations.csv"
-    source.write_text("station,no2\nBrussels,31.5\nGhent\n", "utf-8")
-    bad = Dataset(HIGH_DATASET, {"type": "csv", "path": str(source)}, tier="high")
+    sources = catalog.settings.data_dir / "sources"  # where file sources are read from
+    sources.mkdir(exist_ok=True)
+    (sources / "stations.csv").write_text("station,no2\nBrussels,31.5\nGhent\n", "utf-8")
+    bad = Dataset(HIGH_DATASET, {"type": "csv", "path": "stations.csv"}, tier="high")
     await catalog.register(bad)
     admitted = await request_publication(catalog.client, DATASET_ID)
     job = await catalog.run_until_finished(admitted.id)
@@ -298,59 +299,46 @@ async def test_a_bad_record_fails_the_publication_at_once_naming_record_and_colu
 
 
 async def test_an_export_shows_its_progress_while_it_runs(
-    catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The source is a pipe the test writes to, so the export waits where the test says."""
+    """The export is held where the test says: once its progress at 20,000 records is
+    saved, its thread waits until the test has read the version."""
     monkeypatch.setattr(pipeline, "HEARTBEAT_EVERY", 0.0)  # save progress at every report
-    fifo = tmp_path / "records.csv"
-    os.mkfifo(fifo)
-    await catalog.register(Dataset(HIGH_DATASET, {"type": "csv", "path": str(fifo)}, tier="high"))
+    held, release = asyncio.Event(), asyncio.Event()
+    beat = pipeline._ThreadHeartbeat._beat
+
+    async def holding(self: pipeline._ThreadHeartbeat, done: int) -> None:
+        await beat(self, done)
+        if done == 20_000:
+            held.set()
+            await release.wait()
+
+    monkeypatch.setattr(pipeline._ThreadHeartbeat, "_beat", holding)
+    await catalog.register(dataset(count=60_000))
     admitted = await request_publication(catalog.client, DATASET_ID)
     worker = Worker(catalog.app, settings=catalog.settings, concurrency=1)
     running = asyncio.create_task(worker.run())
-    opening = asyncio.to_thread(fifo.open, "w", encoding="utf-8")  # until the export reads
-    writer = await asyncio.wait_for(opening, 60)
     try:
-        first = await asyncio.to_thread(_write_rows, writer, 0, 30_000, header=True)
-        assert first == 30_000
-
-        async def exporting() -> registry.VersionRecord:
-            record = await catalog.version(1)
-            progress = record.progress or {}
-            return record if progress.get("records_done", 0) >= 20_000 else None  # type: ignore[return-value]
-
-        record = await _eventually(exporting)
+        await asyncio.wait_for(held.wait(), 60)
+        record = await catalog.version(1)
         assert (record.status, record.job_step) == ("exporting", "get_data")
-        assert record.progress == {"records_done": 20_000, "records_total": None}
-        await asyncio.to_thread(_write_rows, writer, 30_000, 10_000)
-        await asyncio.to_thread(writer.close)
-        job = await catalog.run_until_finished(admitted.id)
+        assert record.progress == {"records_done": 20_000, "records_total": 60_000}
+        release.set()
+        deadline = time.monotonic() + 60
+        while (job := await catalog.client.get_job(admitted.id)) is not None and job["state"] in (
+            "waiting",
+            "running",
+        ):
+            assert time.monotonic() < deadline, job
+            await asyncio.sleep(0.05)
     finally:
+        release.set()
         worker.stop()
         await running
-    assert job["state"] == "succeeded"
+    assert job is not None and job["state"] == "succeeded"
     done = await catalog.version(1)
-    assert done.state == "published" and done.record_count == 40_000
-    assert done.progress == {"records_done": 40_000, "records_total": 40_000}
-
-
-def _write_rows(writer: Any, start: int, count: int, header: bool = False) -> int:
-    if header:
-        writer.write("id,name\n")
-    writer.writelines(f"{i},name {i}\n" for i in range(start, start + count))
-    writer.flush()
-    return count
-
-
-async def _eventually(check: Any, limit: float = 60.0) -> Any:
-    """Poll ``check()`` until it answers something; ``limit`` only guards a hang."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        found = await check()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError("the condition never held")
+    assert done.state == "published" and done.record_count == 60_000
+    assert done.progress == {"records_done": 60_000, "records_total": 60_000}
 
 
 async def test_the_catalog_duties_undo_what_no_cleanup_would(
@@ -367,9 +355,7 @@ async def test_the_catalog_duties_undo_what_no_cleanup_would(
     old = time.time() - 2 * PARTIAL_AGE
     os.utime(partial, (old, old))
     runtime = catalog_runtime(catalog.app)
-    produced = export_version(
-        (await _stored(catalog)), 1, catalog.files, runtime.conninfo, settings.data_dir
-    )
+    produced = export_version((await _stored(catalog)), 1, catalog.files, runtime.source_access)
     async with catalog.client.pool.connection() as conn:
         await registry.record_files(conn, DATASET_ID, 1, produced.files)
         await registry.transition(conn, DATASET_ID, 1, "exporting")

@@ -23,6 +23,8 @@ from herald.api import catalog_rdf
 from herald.api.auth import Principal, require
 from herald.api.catalog_downloads import file_response
 from herald.api.catalog_rdf import RDF_SYNTAXES, negotiate, rdf_response, stores
+from herald.api.catalog_sources import SourceIn, source_dict
+from herald.api.disclosure import redact
 from herald.api.jobs import IdempotencyKey
 from herald.api.models import ActionIn, Reason, Strict
 from herald.api.problems import Problem, not_found, responses
@@ -40,7 +42,6 @@ from herald.catalog.datasets import (
 )
 from herald.catalog.errors import CatalogError, MetadataError, SourceError
 from herald.catalog.pipeline import request_deletion, request_publication, save_dataset
-from herald.catalog.sources import SOURCE_TYPES
 from herald.catalog.specs import dataset_spec, parse_dataset
 from herald.client import Enqueued
 from herald.ops.audit import NO_REASON, Note
@@ -135,10 +136,7 @@ class DatasetIn(Strict):
     spatial: LocationIn | None = None
     temporal: PeriodIn | None = None
     landing_page: Uri | None = None
-    source: dict[str, Any] = Field(
-        description='where the records come from, e.g. {"type": "generated", "count": 1000},'
-        ' {"type": "csv", "path": "data/x.csv"} or {"type": "postgres_table", "table": "t"}'
-    )
+    source: SourceIn
     tier: Literal["basic", "high"] = "basic"
     recurrence: RecurrenceIn | None = None
     reason: Reason | None = Field(default=None, description="why (for the audit log)")
@@ -217,7 +215,7 @@ def _version_out(record: VersionRecord) -> dict[str, Any]:
         "columns": list(record.columns),
         "files": [_file_out(record.dataset_id, record.version, f) for f in record.files],
         "validation": record.validation,
-        "error": record.problem,
+        "error": redact(record.problem),
         "metadata_url": url if record.metadata else None,
         "metadata_media_types": list(RDF_SYNTAXES) if record.metadata else [],
         "created_at": record.created_at,
@@ -270,11 +268,14 @@ async def register(
     registering again without one removes it. Sources that read the server's own
     database or files (``postgres_*``, ``csv``, ``jsonl``) need an ``admin`` key:
     whatever they read is published."""
-    kind = body.source.get("type")
-    if kind != "generated" and kind in SOURCE_TYPES and not principal.allows("admin"):
+    kind = body.source.type
+    if kind != "generated" and not principal.allows("admin"):
         raise Problem(403, "forbidden", f"a {kind} source needs an API key with the admin scope")
     recurrence = body.recurrence.model_dump(exclude_none=True) if body.recurrence else None
-    spec = body.model_dump(mode="json", exclude_none=True, exclude={"recurrence", "reason"})
+    spec = body.model_dump(
+        mode="json", exclude_none=True, exclude={"recurrence", "reason", "source"}
+    )
+    spec["source"] = source_dict(body.source)
     note = Note(principal.name, body.reason or NO_REASON)
     try:
         dataset, _recurrence = parse_dataset(spec)

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import Field
 
 from herald.api.auth import Principal, require
+from herald.api.jobs import check_submittable
 from herald.api.models import (
     MAX_ID,
     ActionIn,
@@ -107,6 +108,7 @@ async def create(
     body: ScheduleIn, response: Response, state: State, principal: Operator
 ) -> dict[str, Any]:
     """The creation is audited, with the ``reason`` given (it is optional)."""
+    check_submittable(state, principal, body.kind)  # internal kinds are not scheduled here
     spec = ScheduleSpec(**body.model_dump(exclude={"reason"}))
     row = await create_schedule(
         state.client.pool,

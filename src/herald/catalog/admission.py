@@ -10,6 +10,7 @@ a CLI user) writes an audit record in the same transaction when given an
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping
@@ -21,9 +22,10 @@ from herald import sql
 from herald.catalog import datasets as registry
 from herald.catalog.datasets import Dataset, UnknownDataset, UnknownVersion, check_dataset
 from herald.catalog.errors import CatalogError
+from herald.catalog.source_access import SourceAccess
 from herald.catalog.specs import dataset_spec
 from herald.client import Client, Enqueued, Outcome
-from herald.db import AsyncConn
+from herald.db import AsyncConn, conninfo
 from herald.ops import audit
 from herald.schedules import (
     ScheduleError,
@@ -203,6 +205,11 @@ async def save_dataset(
     """
     check_dataset(dataset)
     spec = None if recurrence is None else recurrence_spec(dataset.id, recurrence)
+    # What can be checked now is: a file that is not there, a role that cannot be used.
+    settings = client.settings
+    own = conninfo(settings.database_url, settings.schema) if settings.database_url else None
+    access = SourceAccess.for_settings(settings, herald_conninfo=own)
+    await asyncio.to_thread(access.check, dict(dataset.source))
     reason = "dataset registered"
     if note is not None:
         reason = f"dataset registered by {note.actor}: {note.reason}"[: audit.MAX_REASON]

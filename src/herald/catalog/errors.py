@@ -17,14 +17,15 @@ class DataError(SourceError):
     """The records themselves are wrong: a malformed record, a value no format can carry,
     a header that names no usable columns. The same data fails the same way every time,
     so a publication meeting one fails at once instead of being retried. The message
-    names the record (counted from 1, the header not counted) and the column."""
+    names the record (counted from 1, the header not counted) and the column (by its
+    position from 1: errors never quote what a source holds, names included)."""
 
     def __init__(
         self,
         problem: str,
         *,
         record: int | None = None,
-        column: str | None = None,
+        column: int | None = None,
         line: int | None = None,
         origin: str | None = None,
     ) -> None:
@@ -39,7 +40,7 @@ class DataError(SourceError):
         elif line is not None:
             where.append(f"line {line}")
         if column is not None:
-            where.append(f"column {column!r}")
+            where.append(f"column {column}")
         place = ", ".join(where)
         head = ": ".join(part for part in (origin, place) if part)
         super().__init__(f"{head}: {problem}" if head else problem)

@@ -203,7 +203,7 @@ def _pump(
     iterator = iter(rows)
     width = len(columns)
     while rows := list(islice(iterator, batch_size)):
-        batch = Batch(rows, width, first=count + 1, names=columns)
+        batch = Batch(rows, width, first=count + 1)
         for sink in sinks:
             try:
                 sink.emit(sink.encoder.batch(batch))

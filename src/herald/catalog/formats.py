@@ -66,7 +66,7 @@ def file_format(name: str) -> FileFormat:
 
 
 def _not_exportable(value: object) -> DataError:
-    return DataError(f"a value of type {type(value).__name__} cannot be exported: {value!r}")
+    return DataError(f"a value of type {type(value).__name__} cannot be exported")
 
 
 def _text(value: object) -> str:
@@ -77,13 +77,13 @@ def _text(value: object) -> str:
         return int.__repr__(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise DataError(f"the number {value} is not finite and cannot be exported")
+            raise DataError("a number is not finite (NaN or infinity) and cannot be exported")
         return repr(value)
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, Decimal):
         if not value.is_finite():
-            raise DataError(f"the number {value} is not finite and cannot be exported")
+            raise DataError("a number is not finite (NaN or infinity) and cannot be exported")
         return str(value)
     if isinstance(value, uuid.UUID):
         return str(value)
@@ -99,12 +99,9 @@ class Batch:
     is the number of the batch's first record (from 1), so an error names its record.
     """
 
-    def __init__(
-        self, rows: Sequence[Row], width: int, first: int = 1, names: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, rows: Sequence[Row], width: int, first: int = 1) -> None:
         self.size = len(rows)
         self.first = first
-        self.names = list(names) or [str(i + 1) for i in range(width)]
         for at, row in enumerate(rows):
             if len(row) != width:
                 raise DataError(f"{len(row)} values for {width} columns", record=first + at)
@@ -135,8 +132,8 @@ class Batch:
             try:
                 one(value)
             except DataError as found:
-                return DataError(found.problem, record=self.first + at, column=self.names[index])
-        return DataError(exc.problem, column=self.names[index])
+                return DataError(found.problem, record=self.first + at, column=index + 1)
+        return DataError(exc.problem, column=index + 1)
 
     def unencodable(self) -> DataError:
         """The first text of the batch UTF-8 cannot encode (a lone surrogate, which a
@@ -148,7 +145,7 @@ class Batch:
                         f"holds a lone surrogate ({_codepoint(value, _SURROGATE)}), "
                         "which UTF-8 cannot encode",
                         record=self.first + at,
-                        column=self.names[index],
+                        column=index + 1,
                     )
         return DataError("holds text UTF-8 cannot encode", record=self.first)
 
@@ -392,7 +389,7 @@ class XmlEncoder:
                     raise DataError(
                         f"holds a character XML cannot carry ({_codepoint(text, _XML_FORBIDDEN)})",
                         record=batch.first + at,
-                        column=self._columns[index],
+                        column=index + 1,
                     )
         if _XML_ATTRIBUTE_SPECIAL.search(joined):
             present = _escape_all(present)

@@ -51,6 +51,7 @@ from herald.catalog.runtime import (
     close_embedded_store,
     shared_triple_store,
 )
+from herald.catalog.source_access import Cancellation
 from herald.config import Settings
 from herald.context import JobContext
 from herald.db import AsyncConn
@@ -94,7 +95,9 @@ def register_catalog(
     """
     runtime = CatalogRuntime(settings, catalog or CatalogSettings.from_env())
     attach_runtime(app, runtime)
-    publish = app.pipeline(PUBLISH, steps=STEPS, keep_forever=True)
+    # Internal kinds: a publication or a deletion is requested through the catalog's own
+    # routes, which check the dataset and version first, never as a raw job.
+    publish = app.pipeline(PUBLISH, steps=STEPS, keep_forever=True, api_scope=None)
 
     @publish.step("get_data")
     async def get_data(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +111,7 @@ def register_catalog(
     async def compensate(dead_letter: dict[str, Any]) -> None:
         await undo.compensate(runtime, dead_letter)
 
-    @app.task(DELETE_VERSION, keep_forever=True)
+    @app.task(DELETE_VERSION, keep_forever=True, api_scope=None)
     async def delete_version(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         return await undo.delete_version(
             runtime, ctx, str(payload["dataset_id"]), int(payload["version"])
@@ -155,20 +158,24 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
     total = _expected_records(dataset)
     heartbeat = _ThreadHeartbeat(ctx, runtime, dataset_id, total)
     runtime.notify(ProgressEvent(dataset_id, version, "get_data", 0, total))
+    cancellation = Cancellation()
     try:
         result = await asyncio.to_thread(
             export_version,
             dataset,
             version,
             runtime.export_store,
-            runtime.conninfo,
-            runtime.settings.data_dir,
+            runtime.source_access,
             heartbeat.progress,
+            cancellation,
         )
     except asyncio.CancelledError:
-        # The thread cannot be cancelled: it stops at its next progress report, before
-        # committing, so a later attempt never meets this one's files.
+        # The attempt stopped (cancelled, timed out, lease lost). The thread cannot be
+        # cancelled: it stops at its next progress report, before committing, so a later
+        # attempt never meets this one's files; a source query it is waiting on is
+        # cancelled on the server now (from a thread: that call blocks).
         heartbeat.stopped.set()
+        threading.Thread(target=cancellation.cancel, name="source-cancel", daemon=True).start()
         raise
     except DataError as exc:
         # The same records fail the same way on every attempt: fail now, and say where.

@@ -160,6 +160,13 @@ async def delete_version(
             raise Permanent(f"dataset {dataset_id!r} has no version {version}")
         if record.state == "deleted":
             return {"deleted": [], "entry": "unchanged"}
+        if record.state != "deleting":
+            # Only request_deletion moves a version to 'deleting' (with this job): a job
+            # that meets any other state was not admitted by it and must touch nothing.
+            raise Permanent(
+                f"version {version} of {dataset_id!r} is {record.state}, not deleting: "
+                "request its deletion through the catalog"
+            )
         await _remove_files(runtime, dataset_id, version, [f.store_key for f in record.files])
         graph = runtime.catalog.urls.entry_graph(dataset_id)
         shown = await asyncio.to_thread(entry_version, runtime.triple_store, graph)
