@@ -106,9 +106,8 @@ async def _replay(caller: Caller, target: str, reason: str, params: Mapping[str,
     replayed = await deadletters.replay(
         caller.state.client, dead_id, actor=caller.name, reason=reason
     )
-    return Done(
-        f"dead letter {dead_id} replayed as job {replayed.job_id}", f"/jobs/{replayed.job_id}"
-    )
+    done = "replayed as" if replayed.created else "was already replayed as"
+    return Done(f"dead letter {dead_id} {done} job {replayed.job_id}", f"/jobs/{replayed.job_id}")
 
 
 FORCE = Option(
