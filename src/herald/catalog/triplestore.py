@@ -23,6 +23,7 @@ from rdflib import Graph
 
 from herald.catalog.errors import TripleStoreError
 from herald.catalog.metadata import PREFIXES, restore_datatypes
+from herald.catalog.sparql.child import boolean_answer
 from herald.config import Settings
 
 log = logging.getLogger(__name__)
@@ -260,7 +261,7 @@ class SparqlEndpointStore:
         return data
 
     def select(self, sparql: str) -> list[dict[str, str]]:
-        data = _boolean_answer(self._results(sparql))
+        data = boolean_answer(self._results(sparql))
         if "results" not in data:
             raise TripleStoreError("not a SELECT query")
         return [
@@ -269,7 +270,7 @@ class SparqlEndpointStore:
         ]
 
     def ask(self, sparql: str) -> bool:
-        data = _boolean_answer(self._results(sparql))
+        data = boolean_answer(self._results(sparql))
         if "boolean" not in data:
             raise TripleStoreError("not an ASK query")
         return bool(data["boolean"])
@@ -279,24 +280,10 @@ class SparqlEndpointStore:
         return _from_ntriples(response.content)
 
     def results_json(self, sparql: str) -> bytes:
-        data = _boolean_answer(self._results(sparql))
+        data = boolean_answer(self._results(sparql))
         if "results" not in data and "boolean" not in data:
             raise TripleStoreError("not a SELECT or ASK query")
         return json.dumps(data).encode("utf-8")
 
     def close(self) -> None:
         self._http.close()
-
-
-# Virtuoso answers ASK with one row holding the truth as a number, not with "boolean".
-_ASK_COLUMN = "__ASK_RETVAL"
-
-
-def _boolean_answer(data: dict[str, Any]) -> dict[str, Any]:
-    if "boolean" in data:
-        return data
-    bindings = data.get("results", {}).get("bindings")
-    if data.get("head", {}).get("vars") == [_ASK_COLUMN] and isinstance(bindings, list):
-        truth = bool(bindings) and str(bindings[0][_ASK_COLUMN]["value"]) not in ("0", "false")
-        return {"head": {}, "boolean": truth}
-    return data

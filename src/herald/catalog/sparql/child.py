@@ -15,6 +15,7 @@ first line it writes says it is ready.
 from __future__ import annotations
 
 import ctypes
+import io
 import json
 import math
 import resource
@@ -164,6 +165,27 @@ def write_triples(
     return count
 
 
+_ASK_COLUMN = "__ASK_RETVAL"
+
+
+def boolean_answer(data: dict[str, Any]) -> dict[str, Any]:
+    """An ASK answer (SPARQL JSON results) in the standard form: Virtuoso answers one row
+    holding the truth as a number (``__ASK_RETVAL``) instead of ``boolean``."""
+    bindings = data.get("results", {}).get("bindings")
+    if "boolean" in data or data.get("head", {}).get("vars") != [_ASK_COLUMN]:
+        return data
+    truth = bool(bindings) and str(bindings[0][_ASK_COLUMN]["value"]) not in ("0", "false")
+    return {"head": {}, "boolean": truth}
+
+
+def _standard_ask(answer: bytes) -> bytes:
+    try:
+        data = json.loads(answer)
+    except ValueError:
+        return answer  # the parser below refuses it
+    return json.dumps(boolean_answer(data)).encode() if isinstance(data, dict) else answer
+
+
 class _Body:
     """A streamed HTTP body as a readable binary file (for Oxigraph's parsers)."""
 
@@ -275,6 +297,8 @@ class Evaluator:
                         f"the triple store refused the query (HTTP {response.status_code})",
                     )
                 body = cast(IO[bytes], _Body(response.iter_bytes()))
+                if request["form"] == "ASK":  # small: read whole, in the standard form
+                    body = io.BytesIO(_standard_ask(body.read()))
                 parsed: Any
                 try:
                     if select:
