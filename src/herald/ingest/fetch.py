@@ -289,7 +289,9 @@ class _Attempt:
         self.records = 0
         self.rejected = 0
         self.received = 0
-        self._writing: asyncio.Task[None] | None = None
+        self._records: list[Plan] = []  # parsed, not yet in a batch
+        self._rejected: list[Rejected] = []
+        self._writing: asyncio.Future[None] | None = None
 
     async def run(
         self,
@@ -374,19 +376,29 @@ class _Attempt:
                 rejected=self.rejected,
                 offset=exc.offset,
             ) from None
-        if parser.pending >= self.policy.batch_size or (chunk is None and parser.pending):
-            await self._deliver()
+        size = self.policy.batch_size
+        if parser.pending >= size or chunk is None:
+            records, rejected = parser.take()
+            self._records.extend(records)
+            self._rejected.extend(rejected)
+            # Exactly batch_size records per batch (the last one may be smaller).
+            while len(self._records) >= size or (
+                chunk is None and (self._records or self._rejected)
+            ):
+                batch = Batch(self._records[:size], self._rejected)
+                del self._records[:size]
+                self._rejected = []
+                await self._deliver(batch)
 
-    async def _deliver(self) -> None:
-        records, rejected = self.parser.take()
+    async def _deliver(self, batch: Batch) -> None:
         await self._wait_writing()
         if self.checkpoint is not None:
             await self.checkpoint()
         self.delivered += 1
-        self.records += len(records)
-        self.rejected += len(rejected)
+        self.records += len(batch.records)
+        self.rejected += len(batch.rejected)
         # The sink writes while the next chunks are read and parsed; one write at a time.
-        self._writing = asyncio.ensure_future(self.sink(Batch(records, rejected)))
+        self._writing = asyncio.ensure_future(self.sink(batch))
 
     async def _wait_writing(self) -> None:
         if self._writing is not None:

@@ -271,6 +271,8 @@ class StreamParser(Generic[R]):
             self._fail(f"the document is truncated ({self._fed} bytes): {message}", where)
         if not self._root_seen:
             self._fail(f"the document is not XML: {message}", where)
+        if not self._ascii_markup:
+            self._fail(f"{message} (a record cannot be skipped in this encoding)", where)
         if self._record_start < 0 and not self._in_start_tag(where, line):
             self._fail(f"the document is malformed outside any record: {message}", where)
         self._skip(f"not well-formed XML: {message}", where)
@@ -494,6 +496,7 @@ class StreamParser(Generic[R]):
                     "not a snapshot of this format"
                 )
             self._root_seen = True
+            self._container_seen = self._container_seen or len(path) == 2
             return 1
         if on_path == depth - 1 and depth < len(path) and name == path[depth - 1]:
             if depth == len(path) - 1:

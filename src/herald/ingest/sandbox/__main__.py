@@ -1,7 +1,7 @@
 """``python -m herald.ingest.sandbox``: run the provider sandbox until interrupted.
 
-Every :class:`~herald.ingest.sandbox.server.FeedConfig` field but ``auth`` has an option
-(``--plans 1000000 --seed 7 --latency 0.5``...) that sets the default feed; query
+Every query parameter of the sandbox has an option (``--plans 1000000 --seed 7
+--latency 0.5``...) that sets the default feed; query
 parameters still override it per request. The first line printed is the base URL.
 """
 
@@ -15,6 +15,7 @@ import signal
 import sys
 
 from herald.ingest.sandbox.server import FeedConfig, Sandbox
+from herald.ingest.sandbox.snapshots import SnapshotSpec
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,19 +26,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--auth", default=None, help="Authorization value every feed requires")
-    for f in dataclasses.fields(FeedConfig):
-        if f.name != "auth":
-            parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None)
+    for name in _OPTIONS:
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None)
     return parser
+
+
+# Options: the snapshot's fields and the feed's faults, as their query parameters.
+_OPTIONS = [f.name for f in dataclasses.fields(SnapshotSpec)] + [
+    f.name for f in dataclasses.fields(FeedConfig) if f.name not in ("spec", "auth")
+]
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    given = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(FeedConfig)
-        if f.name != "auth" and getattr(args, f.name) is not None
-    }
+    given = {name: getattr(args, name) for name in _OPTIONS if getattr(args, name) is not None}
     try:
         default = FeedConfig(auth=args.auth).with_query(given)
     except ValueError as exc:

@@ -52,15 +52,13 @@ _REASONS = {
 
 @dataclass(frozen=True)
 class FeedConfig:
-    """One feed's snapshot and faults (every field but ``auth`` is a query parameter)."""
+    """One feed's snapshot and faults.
 
-    seed: int = 1
-    plans: int = 1000
-    zones: int = 3
-    plans_per_base: int = 1
-    malformed_every: int = 0
-    malformed_kind: str = "value"
-    truncate_after: int | None = None
+    Every field of ``spec`` (:class:`SnapshotSpec`) and of this class but ``auth`` can
+    be set by a query parameter of the same name.
+    """
+
+    spec: SnapshotSpec = field(default_factory=SnapshotSpec)
     version: int | None = None  # serve this version instead of the next one
     latency: float = 0.0
     drip_bytes: int = 0
@@ -75,7 +73,6 @@ class FeedConfig:
     auth: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self.spec()  # validates the snapshot fields
         if self.hostile is not None and self.hostile not in HOSTILE_KINDS:
             raise ValueError(f"hostile is one of {', '.join(HOSTILE_KINDS)}")
         if self.fail_status not in _REASONS or self.fail_status < 400:
@@ -83,26 +80,23 @@ class FeedConfig:
         if self.latency < 0 or self.drip_bytes < 0 or self.drip_interval < 0:
             raise ValueError("latency, drip_bytes and drip_interval must be >= 0")
 
-    def spec(self) -> SnapshotSpec:
-        return SnapshotSpec(
-            seed=self.seed,
-            plans=self.plans,
-            zones=self.zones,
-            plans_per_base=self.plans_per_base,
-            malformed_every=self.malformed_every,
-            malformed_kind=self.malformed_kind,
-            truncate_after=self.truncate_after,
-        )
-
     def with_query(self, query: Mapping[str, str]) -> FeedConfig:
         """This config with query parameters applied (unknown names are an error)."""
+        own = {
+            f.name: str(f.type) for f in dataclasses.fields(self) if f.name not in ("spec", "auth")
+        }
+        spec = {f.name: str(f.type) for f in dataclasses.fields(SnapshotSpec)}
         changes: dict[str, Any] = {}
-        types = {f.name: f.type for f in dataclasses.fields(self)}
+        spec_changes: dict[str, Any] = {}
         for name, raw in query.items():
-            kind = types.get(name)
-            if kind is None or name == "auth":
+            if name in own:
+                changes[name] = _convert(name, raw, own[name])
+            elif name in spec:
+                spec_changes[name] = _convert(name, raw, spec[name])
+            else:
                 raise ValueError(f"unknown sandbox parameter {name!r}")
-            changes[name] = _convert(name, raw, str(kind))
+        if spec_changes:
+            changes["spec"] = dataclasses.replace(self.spec, **spec_changes)
         return dataclasses.replace(self, **changes)
 
 
@@ -273,7 +267,7 @@ class Sandbox:
             )
         else:
             version = config.version or 1 + len(stats.served)
-            chunks = snapshot_chunks(config.spec(), version)
+            chunks = snapshot_chunks(config.spec, version)
         stats.served.append(version)
         response = [
             "HTTP/1.1 200 OK",
