@@ -28,6 +28,8 @@ class SandboxProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def __enter__(self) -> SandboxProcess:
         return self
@@ -50,5 +52,6 @@ def spawn_sandbox(*options: str) -> SandboxProcess:
     if not line.startswith("http://"):
         process.kill()
         process.wait()
+        process.stdout.close()
         raise RuntimeError(f"the sandbox did not start (it printed {line!r})")
     return SandboxProcess(process, line)
