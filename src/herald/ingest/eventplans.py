@@ -29,7 +29,6 @@ A base plan without any plan maps to nothing (it has no dates to publish).
 
 from __future__ import annotations
 
-import datetime as dt
 from operator import itemgetter
 
 from herald.ingest.errors import InvalidRecord
@@ -55,19 +54,7 @@ def event_plans_mapper(context: MappingContext) -> Mapper[Plan]:
     read = ValueReader(context)
 
     def map_base_plan(element: RawElement) -> list[Plan | InvalidRecord]:
-        attrs = element.attrs
-        try:
-            base_id = identifier(attrs, "base_plan_id")
-        except InvalidRecord as exc:
-            raise located("<base_plan>", exc) from None
-        try:
-            title = text(attrs, "title", limit=TITLE_LIMIT, empty=False)
-            sell_mode = attrs.get("sell_mode")
-            if sell_mode is None or not 0 < len(sell_mode) <= 32 or not sell_mode.isidentifier():
-                raise bad("sell_mode", sell_mode, "a sell mode such as online or offline")
-        except InvalidRecord as exc:
-            raise located(f"<base_plan base_plan_id={base_id!r}>", exc) from None
-        sell_mode = sell_mode.lower()
+        base_id, title, sell_mode = _base_plan(element.attrs)
         online = sell_mode == "online"
         plans: list[Plan | InvalidRecord] = []
         for child in element.children:
@@ -81,32 +68,71 @@ def event_plans_mapper(context: MappingContext) -> Mapper[Plan]:
     return map_base_plan
 
 
+# Each element has a fast path (one C call fetches the required attributes, values come
+# from the reader's caches, the reader's checking methods run on a miss) and a checked
+# path that only runs when something is missing or suspect: it names what is wrong.
+_BASE_FIELDS = itemgetter("base_plan_id", "title", "sell_mode")
+_PLAN_FIELDS = itemgetter("plan_id", "plan_start_date", "plan_end_date")
+_ZONE_FIELDS = itemgetter("zone_id", "name", "price", "capacity")
+
+
+def _plain_id(value: str) -> bool:
+    return 0 < len(value) <= 128 and not value[0].isspace() and not value[-1].isspace()
+
+
+def _plain_text(value: str, limit: int) -> bool:
+    return 0 < len(value) <= limit and not value[0].isspace() and not value[-1].isspace()
+
+
+def _base_plan(attrs: dict[str, str]) -> tuple[str, str, str]:
+    try:
+        base_id, title, sell_mode = _BASE_FIELDS(attrs)
+        if _plain_id(base_id) and _plain_text(title, TITLE_LIMIT) and sell_mode in _SELL_MODES:
+            return base_id, title, sell_mode
+    except KeyError:
+        pass
+    try:
+        base_id = identifier(attrs, "base_plan_id")
+    except InvalidRecord as exc:
+        raise located("<base_plan>", exc) from None
+    try:
+        title = text(attrs, "title", limit=TITLE_LIMIT, empty=False)
+        mode = attrs.get("sell_mode")
+        if mode is None or not 0 < len(mode) <= 32 or not mode.isidentifier():
+            raise bad("sell_mode", mode, "a sell mode such as online or offline")
+    except InvalidRecord as exc:
+        raise located(f"<base_plan base_plan_id={base_id!r}>", exc) from None
+    return base_id, title, mode.lower()
+
+
+_SELL_MODES = frozenset({"online", "offline"})
+
+
 def _plan(
     element: RawElement, base_id: str, title: str, sell_mode: str, online: bool, read: ValueReader
 ) -> Plan:
     attrs = element.attrs
-    plan_id = attrs.get("plan_id")
-    times = read.times
-    starts_at = times.get(attrs.get("plan_start_date"))
-    ends_at = times.get(attrs.get("plan_end_date"))
-    sell_from = times.get(attrs.get("sell_from"))
-    sell_to = times.get(attrs.get("sell_to"))
-    sold_out = FLAGS.get(attrs.get("sold_out", "false"))
-    # The fast path takes only values already read and checked (or plainly valid); any
-    # doubt goes to _checked_plan, which reads everything again and names what is wrong.
-    if (
-        plan_id is None
-        or not 0 < len(plan_id) <= 128
-        or plan_id != plan_id.strip()
-        or starts_at is None
-        or ends_at is None
-        or ends_at < starts_at
-        or (sell_from is None and "sell_from" in attrs)
-        or (sell_to is None and "sell_to" in attrs)
-        or sold_out is None
-    ):
-        plan_id, starts_at, ends_at, sell_from, sell_to, sold_out = _checked_plan(attrs, read)
     try:
+        plan_id, start_text, end_text = _PLAN_FIELDS(attrs)
+    except KeyError:
+        plan_id = attrs.get("plan_id", "")
+        start_text = end_text = ""
+    if not _plain_id(plan_id):
+        try:
+            plan_id = identifier(attrs, "plan_id")
+        except InvalidRecord as exc:
+            raise located("<plan>", exc) from None
+    try:
+        times = read.times
+        starts_at = times.get(start_text) or read.when(attrs, "plan_start_date")
+        ends_at = times.get(end_text) or read.when(attrs, "plan_end_date")
+        if ends_at < starts_at:
+            raise bad("plan_end_date", end_text, "at or after plan_start_date")
+        sell_from = times.get(attrs.get("sell_from")) or read.optional_when(attrs, "sell_from")
+        sell_to = times.get(attrs.get("sell_to")) or read.optional_when(attrs, "sell_to")
+        sold_out = FLAGS.get(attrs.get("sold_out", "false"))
+        if sold_out is None:
+            sold_out = read.flag(attrs, "sold_out", default=False)
         zones = [_zone(child.attrs, read) for child in element.children if child.name == "zone"]
         if len({zone.zone_id for zone in zones}) < len(zones):
             raise InvalidRecord("two zones have the same zone_id")
@@ -130,51 +156,27 @@ def _plan(
     )
 
 
-def _checked_plan(
-    attrs: dict[str, str], read: ValueReader
-) -> tuple[str, dt.datetime, dt.datetime, dt.datetime | None, dt.datetime | None, bool]:
-    try:
-        plan_id = identifier(attrs, "plan_id")
-    except InvalidRecord as exc:
-        raise located("<plan>", exc) from None
-    try:
-        starts_at = read.when(attrs, "plan_start_date")
-        ends_at = read.when(attrs, "plan_end_date")
-        if ends_at < starts_at:
-            raise bad("plan_end_date", attrs["plan_end_date"], "at or after plan_start_date")
-        return (
-            plan_id,
-            starts_at,
-            ends_at,
-            read.optional_when(attrs, "sell_from"),
-            read.optional_when(attrs, "sell_to"),
-            read.flag(attrs, "sold_out", default=False),
-        )
-    except InvalidRecord as exc:
-        raise located(f"<plan plan_id={plan_id!r}>", exc) from None
-
-
-_ZONE_FIELDS = itemgetter("zone_id", "name", "price", "capacity")
-
-
 def _zone(attrs: dict[str, str], read: ValueReader) -> Zone:
     try:
         zone_id, name, price_text, capacity_text = _ZONE_FIELDS(attrs)
     except KeyError:
         return _checked_zone(attrs, read)
-    price = read.prices.get(price_text)
-    capacity = read.counts.get(capacity_text)
-    numbered = FLAGS.get(attrs.get("numbered", "false"))
-    if (
-        price is None
-        or capacity is None
-        or numbered is None
-        or not 0 < len(zone_id) <= 128
-        or zone_id != zone_id.strip()
-        or len(name) > NAME_LIMIT
-        or name != name.strip()
-    ):
+    if not _plain_id(zone_id):
         return _checked_zone(attrs, read)
+    try:
+        price = read.prices.get(price_text)
+        if price is None:
+            price = read.price(attrs, "price")
+        capacity = read.counts.get(capacity_text)
+        if capacity is None:
+            capacity = read.count(attrs, "capacity")
+        numbered = FLAGS.get(attrs.get("numbered", "false"))
+        if numbered is None:
+            numbered = read.flag(attrs, "numbered", default=False)
+        if len(name) > NAME_LIMIT or name != name.strip():
+            name = text(attrs, "name", limit=NAME_LIMIT, empty=True)
+    except InvalidRecord as exc:
+        raise located(f"<zone zone_id={zone_id!r}>", exc) from None
     return Zone(zone_id, name, price, capacity, numbered)
 
 

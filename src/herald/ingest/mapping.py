@@ -24,7 +24,7 @@ from herald.ingest.records import Plan
 from herald.ingest.xmlstream import Mapper, RecordLayout
 
 T = TypeVar("T")
-_CACHE_SIZE = 4096
+_CACHE_SIZE = 16_384
 _MAX_PRICE = Decimal(10) ** 12
 
 
@@ -71,7 +71,7 @@ def located(where: str, error: InvalidRecord) -> InvalidRecord:
 def identifier(attrs: dict[str, str], name: str) -> str:
     """A provider identifier: 1 to 128 characters, no surrounding whitespace."""
     value = attrs.get(name)
-    if value is None or not 0 < len(value) <= 128 or value != value.strip():
+    if value is None or not 0 < len(value) <= 128 or value[0].isspace() or value[-1].isspace():
         raise bad(name, value, "an identifier (1 to 128 characters, no blanks around)")
     return value
 
@@ -160,8 +160,9 @@ def _price(name: str, value: str | None) -> Decimal:
 
 
 def _remember(cache: dict[str | None, T], value: str | None, parsed: T) -> T:
-    if len(cache) < _CACHE_SIZE:
-        cache[value] = parsed
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()  # bounded; follows what the snapshot repeats now
+    cache[value] = parsed
     return parsed
 
 
