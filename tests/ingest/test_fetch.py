@@ -378,6 +378,12 @@ def test_retry_after_values() -> None:
     assert parse_retry_after(None, now) is None
 
 
+async def test_only_http_urls_are_fetched() -> None:
+    for url in ("ftp://example.org/x", "file:///etc/passwd", "http:///nohost"):
+        with pytest.raises(ValueError, match="is http:// or https:// with a host"):
+            await fetch_snapshot(url, "event-plans", Collector())
+
+
 def test_credentials_in_urls_are_redacted() -> None:
     assert redact("https://user:pw@example.org/x?y=1") == "https://***@example.org/x?y=1"
     assert redact("https://example.org/x") == "https://example.org/x"

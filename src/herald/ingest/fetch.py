@@ -186,6 +186,8 @@ async def fetch_snapshot(
     policy = policy or FetchPolicy()
     chosen = snapshot_format(fmt) if isinstance(fmt, str) else fmt
     shown = redact(url)
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+        raise ValueError(f"{shown}: a snapshot URL is http:// or https:// with a host")
     started = time.monotonic()
     deadline = started + policy.deadline
     headers = {"Accept": "application/xml, text/xml;q=0.9, */*;q=0.1"}
