@@ -60,16 +60,6 @@ class SnapshotSpec:
             raise ValueError("malformed_kind is value, syntax or mixed")
 
 
-def mix(*values: int) -> int:
-    """splitmix64 over the values: a stable 64-bit hash, the same on every platform."""
-    state = 0x9E3779B97F4A7C15
-    for value in values:
-        state = (state ^ (value & _MASK)) * 0xBF58476D1CE4E5B9 & _MASK
-        state = (state ^ (state >> 27)) * 0x94D049BB133111EB & _MASK
-        state ^= state >> 31
-    return state
-
-
 @dataclass(frozen=True)
 class ExpectedPlan:
     """What a correct ingestion of one plan of one version must find."""
@@ -124,16 +114,18 @@ def _round(x: int) -> int:
     return x ^ (x >> 31)
 
 
-@dataclass(frozen=True, slots=True)
-class _Base:
+class _Base(NamedTuple):
     title: str
     online: bool
 
 
+_TITLES = [f"{adjective} {noun}" for adjective in _ADJECTIVES for noun in _NOUNS]
+
+
 def _base(spec: SnapshotSpec, base: int, version: int) -> _Base:
-    static = mix(spec.seed, base, 5)
-    moving = mix(spec.seed, base, version, 7)
-    title = f"{_ADJECTIVES[static & 15]} {_NOUNS[(static >> 4) % 12]} #{base + 1}"
+    static = _round(spec.seed * 0x100000001B3 ^ base ^ 0x5BA5E)
+    moving = _round(static ^ version)
+    title = f"{_TITLES[static % len(_TITLES)]} #{base + 1}"
     if (moving >> 24) % 10 == 0:
         title += f" (edición {version})"
     return _Base(title, moving % 100 < 85)
