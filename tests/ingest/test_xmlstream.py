@@ -291,3 +291,25 @@ def test_a_second_layout_with_text_content_needs_no_parser_change() -> None:
     records, rejects = parser.take()
     assert records == ["one", "two"]
     assert [r.reason for r in rejects] == ["no name"]
+
+
+@pytest.mark.parametrize("size", [3, 50, 65536])
+def test_skipping_a_record_never_restarts_inside_a_comment_or_cdata(size: int) -> None:
+    fake = b'<base_plan base_plan_id="666" sell_mode="online" title="Fake"><plan plan_id="666" '
+    fake += (
+        b'plan_start_date="2026-01-01T00:00:00" plan_end_date="2026-01-01T01:00:00"/></base_plan>'
+    )
+    bad = good(2).replace(b"Plan 2", b"A & B")
+    hidden = b"<!-- " + fake + b" --><![CDATA[" + fake + b"]]><?note " + fake + b"?>"
+    data = document(good(1), bad + hidden, good(3))
+    records, rejects = parse(split(data, size))
+    assert [r.plan_id for r in records] == ["1", "3"]
+    assert [r.raw for r in rejects] == [bad + hidden]
+
+
+def test_a_record_with_too_many_elements_is_skipped() -> None:
+    zones = b"".join(b'<zone zone_id="%d" capacity="1" price="1" name="z"/>' % i for i in range(50))
+    big = good(2).replace(b"</plan>", zones + b"</plan>")
+    records, rejects = parse([document(good(1), big, good(3))], ParseLimits(max_record_elements=20))
+    assert [r.plan_id for r in records] == ["1", "3"]
+    assert rejects[0].reason == "the record has more than 20 elements"

@@ -183,9 +183,12 @@ class StreamParser(Generic[R]):
         self._record_tag = re.compile(rb"<%s[\s/>]" % record)
         self._last_end = 0  # offset where the last record ended (or 0)
         # Where parsing can restart after a skipped record: the next record, or the end
-        # of the element that holds the records.
+        # of the element that holds the records; never inside a comment, a CDATA section
+        # or a processing instruction (their openers are matched so they can be passed).
         container = re.escape(layout.path[-2].encode())
-        self._boundary = re.compile(rb"<%s[\s/>]|</%s[\s>]" % (record, container))
+        self._boundary = re.compile(
+            rb"(?P<at><%s[\s/>]|</%s[\s>])|(?P<open><!--|<!\[CDATA\[|<\?)" % (record, container)
+        )
         self._shift = 0  # document offset of the current expat parser's byte 0
         self._line_shift = 0  # document line of the current expat parser's line 1, minus 1
         self._parser = self._new_parser(None)
@@ -346,7 +349,7 @@ class StreamParser(Generic[R]):
 
     def _resume(self, final: bool) -> bool:
         """Find the next record or the container's end tag and restart expat there."""
-        match = self._boundary.search(self._window, max(0, self._scan_from - self._window_start))
+        match = self._find_boundary()
         if match is None:
             if final:
                 self._fail(
@@ -354,8 +357,6 @@ class StreamParser(Generic[R]):
                     f"record at byte {self._skip_start} ({self._skip_reason})",
                     self._skip_start,
                 )
-            # A boundary may straddle this chunk and the next: rescan the tail.
-            self._scan_from = max(self._scan_from, self._fed - 64)
             return False
         lo = self._skip_start - self._window_start
         boundary = self._window_start + match.start()
@@ -371,6 +372,28 @@ class StreamParser(Generic[R]):
         self._line_shift = line - 1
         self._parser.Parse(prefix, False)
         return True
+
+    def _find_boundary(self) -> re.Match[bytes] | None:
+        """The next boundary in the window past comments, CDATA and PIs, or ``None``.
+
+        On ``None`` it sets where to look again once more data has come.
+        """
+        window = self._window
+        at = max(0, self._scan_from - self._window_start)
+        while True:
+            match = self._boundary.search(window, at)
+            if match is None:
+                # A boundary may straddle this chunk and the next: rescan the tail.
+                self._scan_from = max(self._window_start + at, self._fed - 64)
+                return None
+            if match.group("at"):
+                return match
+            closer = _CLOSERS[match.group("open")]
+            end = window.find(closer, match.end())
+            if end < 0:  # still open: look again from its opener when more has come
+                self._scan_from = self._window_start + match.start()
+                return None
+            at = end + len(closer)
 
     def _reject(self, reason: str, start: int, line: int, end: int, cut: bool) -> None:
         self._n_rejects += 1
@@ -561,6 +584,8 @@ class StreamParser(Generic[R]):
         close = window.find(b">", end_index - base)
         return end_index if close < 0 else base + close + 1
 
+
+_CLOSERS = {b"<!--": b"-->", b"<![CDATA[": b"]]>", b"<?": b"?>"}
 
 # Markup in an encoding that spells ASCII as ASCII bytes: only there can the parser find
 # the next record boundary itself after a malformed record.
