@@ -3,6 +3,7 @@ quarantined with their raw text while the rest parses, broken documents failed."
 
 from __future__ import annotations
 
+import random
 import tracemalloc
 from collections.abc import Iterable
 
@@ -313,3 +314,37 @@ def test_a_record_with_too_many_elements_is_skipped() -> None:
     records, rejects = parse([document(good(1), big, good(3))], ParseLimits(max_record_elements=20))
     assert [r.plan_id for r in records] == ["1", "3"]
     assert rejects[0].reason == "the record has more than 20 elements"
+
+
+@pytest.mark.slow  # 200 parses: a few seconds on a loaded machine
+def test_random_damage_never_invents_or_alters_a_record() -> None:
+    """Damage one byte anywhere, in many ways: the parse either fails as a document, or
+    every record it returns is as the snapshot had it, except possibly the one record
+    whose bytes were damaged; every reject is a slice of the document."""
+    spec = SnapshotSpec(seed=21, plans=60, plans_per_base=2)
+    clean = b"".join(snapshot_chunks(spec, 1))
+    expected = expected_snapshot(spec, 1)
+    rng = random.Random(1234)
+    outcomes = {"failed": 0, "skipped": 0, "unchanged": 0}
+    for _ in range(200):
+        at = rng.randrange(len(clean))
+        damaged = clean[:at] + bytes([rng.choice(b'<>&"/=x\x00 ')]) + clean[at + 1 :]
+        try:
+            records, rejects = parse(split(damaged, rng.choice([7, 300, 65536])))
+        except DocumentError:
+            outcomes["failed"] += 1
+            continue
+        # The base plan the damage fell in (the only one whose records may differ).
+        hit = damaged[damaged.rfind(b"<base_plan", 0, at + 1) : damaged.find(b"</base_plan>", at)]
+        for record in records:
+            want = expected.get(record.identity)
+            same = want is not None and (
+                (record.title, record.online, record.starts_at.replace(tzinfo=None))
+                == (want.title, want.online, want.starts_at)
+                and tuple(z.price for z in record.zones) == want.prices
+            )
+            assert same or f'plan_id="{record.plan_id}"'.encode() in hit, (at, record)
+        for reject in rejects:
+            assert damaged[reject.offset : reject.offset + len(reject.raw)] == reject.raw
+        outcomes["skipped" if rejects else "unchanged"] += 1
+    assert all(outcomes.values()), outcomes  # every kind of outcome was exercised
