@@ -191,7 +191,7 @@ async def test_up_runs_api_worker_and_scheduler_in_one_process(
         messages = [entry["message"] for entry in lines]
         assert any(m.startswith("herald up: API on http://127.0.0.1") for m in messages)
         assert any("stopped" in m for m in messages)
-        assert any("took over" in m and "maintenance" in m for m in messages)  # housekeeping
+        assert any("took over" in m and "cleanup:" in m for m in messages)  # housekeeping
     finally:
         if proc.poll() is None:
             proc.kill()

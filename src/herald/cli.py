@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--no-maintenance",
         action="store_true",
-        help="run no housekeeping here (rescue, prune, cleanup, sweeps): another process must",
+        help="run no maintenance nor housekeeping here (rescue, prune, cleanup, sweeps)",
     )
 
     enqueue = sub.add_parser("enqueue", help="admit one job")
@@ -307,8 +307,9 @@ async def _with_client(app: Herald, settings: Settings, args: argparse.Namespace
 
 
 async def _worker(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
-    """Run jobs and, unless --no-maintenance, the housekeeping duties this process is
-    given (rescue, prune, cleanup, the application's sweeps: one process at a time)."""
+    """Run jobs and, unless --no-maintenance, maintenance (rescue, prune) and the
+    housekeeping duties this process is given (cleanup, the application's sweeps: one
+    process of the deployment at a time)."""
     queues = [q for q in (args.queues or "").split(",") if q] or None
     worker = Worker(
         app,
@@ -316,7 +317,7 @@ async def _worker(app: Herald, settings: Settings, args: argparse.Namespace) -> 
         concurrency=args.concurrency,
         settings=settings,
         batch=args.batch,
-        maintenance=False,  # the housekeeper runs it, in one process at a time
+        maintenance=not args.no_maintenance,
     )
     if args.no_maintenance:
         await run_worker(worker)

@@ -228,7 +228,7 @@ async def run_demo(settings: Settings, records: int = DEFAULT_RECORDS) -> int:
 
 async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int) -> dict[str, Any]:
     """Run a worker and the housekeeping duties here until the job is finished."""
-    worker = Worker(app, settings=settings, concurrency=4, name="herald-demo", maintenance=False)
+    worker = Worker(app, settings=settings, concurrency=4, name="herald-demo")
     keeper = await Housekeeper.open(app, settings, cleanup_interval=1.0)
     stop = asyncio.Event()
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(keeper.run(stop))]

@@ -306,11 +306,9 @@ async def up(
         if api.auth and not any(k["revoked_at"] is None for k in await list_keys(conn)):
             log.warning("no API key exists yet: create one with `herald apikey create`")
     metrics = HeraldMetrics()
-    # Housekeeping (rescue, prune, cleanup, sweeps) runs beside the worker, one process
-    # of the deployment at a time, as in `herald worker`.
-    worker = Worker(
-        app, settings=settings, concurrency=concurrency, queues=queues, maintenance=False
-    )
+    # The worker rescues and prunes; housekeeping (cleanup, sweeps) runs beside it, one
+    # process of the deployment at a time, as in `herald worker`.
+    worker = Worker(app, settings=settings, concurrency=concurrency, queues=queues)
     metrics.watch_worker(worker)
     server = _server(
         _api_app(app, settings, api, metrics), host, port, False, settings.shutdown_grace

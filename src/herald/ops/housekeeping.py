@@ -2,8 +2,6 @@
 
 The duties:
 
-* ``maintenance``: rescue expired leases, prune finished jobs and idle limiter state
-  (:mod:`herald.maintenance`), every rescue interval;
 * ``cleanup:<app>``: compensation of dead letters (:mod:`herald.ops.cleanup`) for the
   kinds of this application (one duty per set of kinds: workers of another application
   clean up their own kinds);
@@ -11,13 +9,17 @@ The duties:
   the partial files killed writers left behind.
 
 Every ``herald worker`` and ``herald up`` (and the demo) runs a housekeeper, so every
-deployment shape runs every duty somewhere. Each duty is held under a lease in the
-``duties`` table, in database time: the holder renews it every third of the lease; when
-the holder dies or hangs, the lease lapses and another process takes the duty over; a
-graceful stop hands it over at once. So a duty runs in one process at a time (a pass
-already under way when its holder lost the lease still finishes). Exclusivity is about
-not doing the work N times over on N workers; correctness never depends on it: each
-duty's statements are safe concurrently (SKIP LOCKED claims, idempotent deletes).
+deployment shape runs every duty somewhere. (Rescue and pruning, the maintenance of
+:mod:`herald.maintenance`, stay in every worker: a rescue must not wait for a duty to
+change hands, and each of their statements is safe on every node at once.)
+
+Each duty is held under a lease in the ``duties`` table, in database time: the holder
+renews it every third of the lease; when the holder dies or hangs, the lease lapses and
+another process takes the duty over; a graceful stop hands it over at once. So a duty
+runs in one process at a time (a pass already under way when its holder lost the lease
+still finishes). Exclusivity is about not doing the work N times over on N workers;
+correctness never depends on it: each duty's statements are safe concurrently (SKIP
+LOCKED claims, idempotent deletes).
 """
 
 from __future__ import annotations
@@ -41,13 +43,10 @@ from psycopg_pool import AsyncConnectionPool
 from herald import sql
 from herald.config import Settings
 from herald.db import AsyncConn, conninfo, database_url, make_pool
-from herald.maintenance import Maintenance
 from herald.ops.cleanup import CleanupRunner
 from herald.registry import Herald
 
 log = logging.getLogger(__name__)
-
-MAINTENANCE = "maintenance"
 
 
 @dataclass(frozen=True)
@@ -65,8 +64,7 @@ class HousekeepingStats:
 
 def duty_lease(settings: Settings) -> float:
     """How long a duty stays with a holder that stopped renewing it: a few rescue
-    intervals, and at most half a job lease, so a dead holder's duties are taken over
-    before the leases of its jobs run out (the rescue of those jobs is not delayed)."""
+    intervals, and at most half a job lease."""
     return min(settings.lease / 2, max(3 * settings.rescue_interval, 1.0))
 
 
@@ -101,13 +99,11 @@ class Housekeeper:
         self.pool = pool
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.lease = duty_lease(settings)
-        self.maintenance = Maintenance(app, settings, pool)
         self.cleanup = CleanupRunner(app, pool, interval=cleanup_interval)
         self.stats = HousekeepingStats()
         self.held: frozenset[str] = frozenset()
         self._own_pool = False
         self.duties = [
-            _Duty(MAINTENANCE, settings.rescue_interval, self.maintenance.run_pass),
             _Duty(cleanup_duty_name(app), cleanup_interval, self._cleanup_pass),
             *(_Duty(d.name, d.every, functools.partial(_call, d.run)) for d in app.duties()),
         ]
