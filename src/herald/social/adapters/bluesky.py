@@ -3,7 +3,8 @@
 Place in the pipeline (auth check -> media -> publish, each step checkpointed):
 
 * auth check: a session from ``com.atproto.server.createSession`` (identifier and app
-  password), renewed with ``refreshSession`` when the PDS answers ``ExpiredToken``, then
+  password), renewed with ``refreshSession`` when the PDS answers ``ExpiredToken`` or
+  ``InvalidToken`` (and by a new login when the refresh token is dead too), then
   ``com.atproto.server.getSession``;
 * media: ``com.atproto.repo.uploadBlob`` (the raw bytes; the PDS answers a blob
   reference, content-addressed, so uploading the same bytes twice yields the same blob);
@@ -251,7 +252,8 @@ class BlueskyAdapter(Adapter):
                     **kwargs,
                 )
             except ReauthRequired as exc:
-                if renewed or exc.code != "ExpiredToken":
+                # Expired, or unknown to the PDS (its keys rotated): renew once.
+                if renewed or exc.code not in ("ExpiredToken", "InvalidToken"):
                     raise
                 await self._renew()
         raise AssertionError("unreachable")

@@ -20,9 +20,11 @@ need re-authorisation; 4, 17, 32, 341, 613 and 80001 are throttling (snooze, for
 How a retried create is made safe: Graph has no idempotency key. A retry of the publish
 step first calls :meth:`find_published`, which reads the page's latest posts
 (``GET /{page-id}/published_posts``) created since the first attempt and matches the
-attached photo ids, or for a text post the message. A 506 answer is treated the same
-way: the post is looked up and returned if it is ours. An unpublished photo uploaded
-twice is never shown.
+attached photo ids, or for a text post the message (two posts of the same text and
+photos to one page in that window cannot be told apart: Graph has nothing else to go
+by). Graph's own #506 refusal of a repeated post stays a permanent error: on a first
+try it means another job posted the same words, and a resumed try looks up before it
+creates. An unpublished photo uploaded twice is never shown.
 
 Credentials: ``page_access_token`` (and ``user_access_token`` for revoke). ``ref`` is
 the page id. Options: ``api_version`` (default ``v21.0``), ``user_id``.
@@ -62,11 +64,8 @@ from herald.social.ratelimit import Headers, RateInfo
 DEFAULT_VERSION = "v21.0"
 THROTTLING_CODES = frozenset({4, 17, 32, 341, 613, 80001})
 REAUTH_CODES = frozenset({102, 190, 10})
-DUPLICATE_POST = 506
 # Graph's windows roll over an hour; without an estimate, wait a good part of one.
 DEFAULT_THROTTLE_SNOOZE = 300.0
-# The lookup on a 506 answer has no first-attempt time to go by.
-DUPLICATE_LOOKBACK = 24 * 3600.0
 
 
 class FacebookAdapter(Adapter):
@@ -168,22 +167,14 @@ class FacebookAdapter(Adapter):
         form = {"message": post.text}
         for index, item in enumerate(media):
             form[f"attached_media[{index}]"] = json.dumps({"media_fbid": item.id})
-        try:
-            response = await self.send(
-                "POST",
-                self.graph(f"{self.account.ref}/feed"),
-                operation="publish",
-                key=key,
-                headers=self._auth(),
-                data=form,
-            )
-        except PermanentError as exc:
-            if exc.code != str(DUPLICATE_POST):
-                raise
-            found = await self.find_published(post, media, key=key, within=DUPLICATE_LOOKBACK)
-            if found is None:
-                raise
-            return found
+        response = await self.send(
+            "POST",
+            self.graph(f"{self.account.ref}/feed"),
+            operation="publish",
+            key=key,
+            headers=self._auth(),
+            data=form,
+        )
         post_id = self.parse(response, "publish").get("id")
         if not isinstance(post_id, str):
             raise self.malformed("publish", "the post id")

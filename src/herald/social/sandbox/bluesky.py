@@ -4,10 +4,12 @@ Place in the pipeline (auth check -> media -> publish, each step checkpointed): 
 for a PDS in tests, the demo and benchmarks.
 
 Like the reference PDS: an expired access token is ``400 ExpiredToken``, an unknown one
-``401 InvalidToken``; blobs are content-addressed (raw CIDv1); ``createRecord`` refuses
-a record key already in the repository (the reference PDS fails that write with 500
-``InternalServerError``), honours ``swapCommit`` (``400 InvalidSwap``) and, unless
-``validate`` is false, checks the post against the lexicon (``400 InvalidRequest``).
+``401 InvalidToken``; access tokens are stateless (valid until they expire, even after
+the session is refreshed or deleted) while a refresh token works once; blobs are
+content-addressed (raw CIDv1); ``createRecord`` refuses a record key already in the
+repository (the reference PDS fails that write with 500 ``InternalServerError``),
+honours ``swapCommit`` (``400 InvalidSwap``) and, unless ``validate`` is false, checks
+the post against the lexicon (``400 InvalidRequest``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,6 @@ def _jwt(did: str, scope: str) -> str:
 
 
 def routes(state: SandboxState) -> list[Route]:
-    sessions: dict[str, set[str]] = {}  # refresh token -> access tokens it issued
     commits: dict[str, str] = {}  # did -> current commit cid
 
     def authed(request: Request) -> tuple[SandboxAccount, dict[str, str]]:
@@ -92,7 +93,6 @@ def routes(state: SandboxState) -> list[Route]:
         with state.lock:
             state.tokens[(P, access)] = (account.id, state.clock() + state.config.access_ttl)
             state.tokens[(REFRESH, refresh)] = (account.id, state.clock() + REFRESH_TTL)
-            sessions[refresh] = {access}
         return {
             "did": account.id,
             "handle": account.name,
@@ -102,10 +102,8 @@ def routes(state: SandboxState) -> list[Route]:
         }
 
     def close_session(refresh: str) -> None:
-        with state.lock:
-            state.revoke(REFRESH, refresh)
-            for access in sessions.pop(refresh, set()):
-                state.revoke(P, access)
+        # Access tokens are stateless: they stay valid until they expire.
+        state.revoke(REFRESH, refresh)
 
     def refresh_owner(request: Request) -> tuple[str, SandboxAccount]:
         value = bearer(request)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -113,3 +115,36 @@ async def json_object(request: Request, platform: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise fail(platform, 400, "the body must be a JSON object")
     return value
+
+
+@dataclass
+class Upload:
+    data: bytes
+    content_type: str
+
+
+@dataclass
+class Form:
+    """A form body read whole, its files included, with the parser's spools closed."""
+
+    fields: dict[str, list[str]] = field(default_factory=dict)
+    files: dict[str, Upload] = field(default_factory=dict)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        values = self.fields.get(name)
+        return values[-1] if values else default
+
+    def getlist(self, name: str) -> list[str]:
+        return self.fields.get(name, [])
+
+
+async def read_form(request: Request) -> Form:
+    result = Form()
+    async with request.form() as form:
+        for name, value in form.multi_items():
+            if isinstance(value, UploadFile):
+                content_type = (value.content_type or "").split(";")[0].strip()
+                result.files[name] = Upload(await value.read(), content_type)
+            else:
+                result.fields.setdefault(name, []).append(value)
+    return result

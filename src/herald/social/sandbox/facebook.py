@@ -18,12 +18,11 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from herald.social.sandbox.common import bearer, charge, fail, guarded, reply
+from herald.social.sandbox.common import Upload, bearer, charge, fail, guarded, read_form, reply
 from herald.social.sandbox.state import (
     MediaRecord,
     PostRecord,
@@ -44,9 +43,9 @@ def graph_time(epoch: float) -> str:
 
 
 def routes(state: SandboxState) -> list[Route]:
-    async def params(request: Request) -> tuple[dict[str, str], FormData | None]:
+    async def params(request: Request) -> tuple[dict[str, str], dict[str, Upload]]:
         values = dict(request.query_params)
-        form = None
+        files: dict[str, Upload] = {}
         if request.method in ("POST", "DELETE"):
             if request.headers.get("content-type", "").startswith("application/json"):
                 body = await request.json()
@@ -54,9 +53,10 @@ def routes(state: SandboxState) -> list[Route]:
                     {k: v if isinstance(v, str) else json.dumps(v) for k, v in body.items()}
                 )
             else:
-                form = await request.form()
-                values.update({k: v for k, v in form.items() if isinstance(v, str)})
-        return values, form
+                form = await read_form(request)
+                values.update({k: v[-1] for k, v in form.fields.items()})
+                files = form.files
+        return values, files
 
     def caller(request: Request, values: dict[str, str]) -> tuple[str, dict[str, str]]:
         """The owner of the token (a page id or a user id) and the quota headers."""
@@ -114,28 +114,30 @@ def routes(state: SandboxState) -> list[Route]:
         return reply({"id": page.id, "name": page.name, "link": link}, 200, headers)
 
     async def edge(request: Request) -> Response:
-        values, form = await params(request)
+        values, files = await params(request)
         owner, headers = caller(request, values)
         target, edge_name = request.path_params["node"], request.path_params["edge"]
         if edge_name == "permissions" and request.method == "DELETE":
             return revoke(owner, target, headers)
         page = page_of(owner, target, headers)
         if edge_name == "photos" and request.method == "POST":
-            return await photo(page, values, form, headers)
+            return photo(page, values, files, headers)
         if edge_name == "feed" and request.method == "POST":
             return post(page, values, headers)
         if edge_name in ("published_posts", "posts", "feed") and request.method == "GET":
             return listing(page, values, headers)
         raise fail(P, 400, f"Unknown path components: /{edge_name}", headers, code=2500)
 
-    async def photo(
-        page: SandboxAccount, values: dict[str, str], form: FormData | None, headers: dict[str, str]
+    def photo(
+        page: SandboxAccount,
+        values: dict[str, str],
+        files: dict[str, Upload],
+        headers: dict[str, str],
     ) -> Response:
-        upload = form.get("source") if form is not None else None
-        if not isinstance(upload, UploadFile):
+        upload = files.get("source")
+        if upload is None:
             raise fail(P, 400, "(#324) Requires upload file", headers, code=324)
-        data = await upload.read()
-        content_type = (upload.content_type or "").split(";")[0]
+        data, content_type = upload.data, upload.content_type
         if content_type not in MEDIA_TYPES or len(data) > MAX_PHOTO:
             raise fail(P, 400, "(#324) Missing or invalid image file", headers, code=324)
         photo_id = state.next_id()

@@ -13,14 +13,13 @@ import hashlib
 import html
 from typing import Any
 
-from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from herald.social import wire
 from herald.social.adapters.base import count_graphemes
-from herald.social.sandbox.common import bearer, charge, fail, guarded, reply
+from herald.social.sandbox.common import bearer, charge, fail, guarded, read_form, reply
 from herald.social.sandbox.state import (
     MediaRecord,
     SandboxAccount,
@@ -78,12 +77,11 @@ def routes(state: SandboxState) -> list[Route]:
 
     async def upload_media(request: Request) -> Response:
         account, headers = auth(request, "requests", "media")
-        form = await request.form()
-        upload = form.get("file")
-        if not isinstance(upload, UploadFile):
+        form = await read_form(request)
+        upload = form.files.get("file")
+        if upload is None:
             raise fail(P, 422, "Validation failed: File can't be blank", headers)
-        data = await upload.read()
-        content_type = (upload.content_type or "").split(";")[0].strip()
+        data, content_type = upload.data, upload.content_type
         if content_type not in MEDIA_TYPES or not data:
             raise fail(
                 P, 422, "Validation failed: File content type is invalid, File is invalid", headers
@@ -102,8 +100,7 @@ def routes(state: SandboxState) -> list[Route]:
         with state.lock:
             state.media[(P, media.media_id)] = media
         body = media_json(request, media)
-        description = form.get("description")
-        body["description"] = description if isinstance(description, str) else None
+        body["description"] = form.get("description")
         return reply(body, 200 if body["url"] else 202, headers)
 
     async def get_media(request: Request) -> Response:
@@ -166,7 +163,7 @@ def routes(state: SandboxState) -> list[Route]:
         return reply([p.extra["json"] for p in newest], 200, headers)
 
     async def revoke(request: Request) -> Response:
-        form = await request.form()
+        form = await read_form(request)
         client_id, client_secret, value = (
             str(form.get(k) or "") for k in ("client_id", "client_secret", "token")
         )
@@ -206,9 +203,9 @@ async def _params(request: Request) -> dict[str, Any]:
     if request.headers.get("content-type", "").startswith("application/json"):
         value = await request.json()
         return value if isinstance(value, dict) else {}
-    form = await request.form()
-    params: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
-    params["media_ids"] = [v for v in form.getlist("media_ids[]") if isinstance(v, str)]
+    form = await read_form(request)
+    params: dict[str, Any] = {k: v[-1] for k, v in form.fields.items()}
+    params["media_ids"] = form.getlist("media_ids[]")
     return params
 
 
