@@ -126,9 +126,9 @@ def test_addresses_and_sniffing() -> None:
     assert sniff(b"<html>") is None
 
 
-def test_transport_guard_is_really_installed() -> None:
+async def test_transport_guard_is_really_installed() -> None:
     # The guard replaces the stock connection pool; fail loudly if httpx changes under it.
-    fetcher = MediaFetcher(MediaLimits(allow_private=False))
-    transport = fetcher._client._transport
-    assert type(transport).__name__ == "_GuardedTransport"
-    assert isinstance(transport, httpx.AsyncHTTPTransport)
+    async with MediaFetcher(MediaLimits(allow_private=False)) as fetcher:
+        transport = fetcher._client._transport
+        assert type(transport).__name__ == "_GuardedTransport"
+        assert isinstance(transport, httpx.AsyncHTTPTransport)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -17,9 +18,12 @@ from herald.social.sandbox import Sandbox
 from tests.social.support import post
 
 
-def test_listens_on_loopback_only() -> None:
+def test_listens_on_loopback_only_with_a_tcp_socket(sandbox: Sandbox) -> None:
     with pytest.raises(ValueError, match="loopback only"):
         Sandbox(host="0.0.0.0")
+    # Named TCP so asyncio sets TCP_NODELAY on each connection (else ~40 ms per answer).
+    listening = sandbox._socket
+    assert listening is not None and listening.proto == socket.IPPROTO_TCP
 
 
 async def test_admin_endpoints(sandbox: Sandbox, http: httpx.AsyncClient) -> None:
