@@ -160,6 +160,9 @@ class SandboxState:
         # (platform, token) -> (account id, expires at or None)
         self.tokens: dict[tuple[str, str], tuple[str, float | None]] = {}
         self.posts: list[PostRecord] = []
+        # Indexes of ``posts``: a benchmark records tens of thousands.
+        self._post_ids: dict[tuple[str, str], PostRecord] = {}
+        self._account_posts: dict[tuple[str, str], list[PostRecord]] = {}
         self.media: dict[tuple[str, str], MediaRecord] = {}
         # (platform, account, key) -> (post id, remembered until)
         self.keys: dict[tuple[str, str, str], tuple[str, float]] = {}
@@ -292,6 +295,8 @@ class SandboxState:
         )
         with self.lock:
             self.posts.append(post)
+            self._post_ids[(platform, post_id)] = post
+            self._account_posts.setdefault((platform, account_id), []).append(post)
             if key is not None and key_ttl is not None:
                 self.keys[(platform, account_id, key)] = (
                     post.post_id,
@@ -301,14 +306,11 @@ class SandboxState:
 
     def find_post(self, platform: str, post_id: str) -> PostRecord | None:
         with self.lock:
-            for post in self.posts:
-                if post.platform == platform and post.post_id == post_id:
-                    return post
-            return None
+            return self._post_ids.get((platform, post_id))
 
     def posts_of(self, platform: str, account: str) -> list[PostRecord]:
         with self.lock:
-            return [p for p in self.posts if p.platform == platform and p.account_id == account]
+            return list(self._account_posts.get((platform, account), []))
 
     # --- what the admin endpoint shows ----------------------------------------------------
 
@@ -316,9 +318,7 @@ class SandboxState:
         with self.lock:
             result: dict[str, Any] = {}
             for (platform, account_id), account in self.accounts.items():
-                posts = [
-                    p for p in self.posts if p.platform == platform and p.account_id == account_id
-                ]
+                posts = self._account_posts.get((platform, account_id), [])
                 distinct = len({p.fingerprint for p in posts})
                 windows = {
                     bucket: {
@@ -344,6 +344,8 @@ class SandboxState:
     def reset(self) -> None:
         with self.lock:
             self.posts.clear()
+            self._post_ids.clear()
+            self._account_posts.clear()
             self.media.clear()
             self.keys.clear()
             self.windows.clear()
