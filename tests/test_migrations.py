@@ -84,6 +84,7 @@ async def test_a_migrated_schema_has_the_expected_objects(settings: Settings) ->
             "stale_writes",
             "rescues",
             "schema_migrations",
+            "console_sessions",
         } <= tables
 
         cur = await conn.execute(

@@ -1,6 +1,7 @@
 """``herald serve``, ``herald up`` and ``herald apikey``.
 
-* ``serve`` runs the HTTP API alone (uvicorn), for scaling the API out;
+* ``serve`` runs the HTTP API alone (uvicorn), for scaling the API out; the operator
+  console is mounted on it under ``/ui`` (:mod:`herald.console`);
 * ``up`` runs everything in one process: the API, a worker (with the rescuer and
   pruner), the scheduler and the cleanup runner, after applying pending migrations. With
   no ``HERALD_DATABASE_URL`` it boots the embedded PostgreSQL. SIGTERM/SIGINT stop the
@@ -185,11 +186,19 @@ async def _serve_checked(server: uvicorn.Server) -> None:
         raise RuntimeError("the HTTP API could not start (see the log above)")
 
 
-async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str, port: int) -> int:
-    """The API alone; uvicorn handles SIGTERM/SIGINT."""
+def _api_app(app: Herald, settings: Settings, api: ApiSettings, metrics: Any = None) -> Any:
+    """The HTTP API with the operator console mounted under /ui."""
     from herald.api import create_app
+    from herald.console import install
 
-    await _serve_checked(_server(create_app(app, settings, api), host, port, own_signals=True))
+    api_app = create_app(app, settings, api, metrics=metrics)
+    install(api_app, app)
+    return api_app
+
+
+async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str, port: int) -> int:
+    """The API (and console) alone; uvicorn handles SIGTERM/SIGINT."""
+    await _serve_checked(_server(_api_app(app, settings, api), host, port, own_signals=True))
     return 0
 
 
@@ -205,7 +214,7 @@ async def up(
     scheduler_interval: float | None = 5.0,
 ) -> int:
     """API, worker (rescuer, pruner), scheduler and cleanup runner in this process."""
-    from herald.api import create_app, list_keys
+    from herald.api import list_keys
     from herald.client import open_connection
     from herald.metrics import HeraldMetrics
     from herald.migrate import migrate
@@ -221,7 +230,7 @@ async def up(
     metrics = HeraldMetrics()
     worker = Worker(app, settings=settings, concurrency=concurrency, queues=queues)
     metrics.watch_worker(worker)
-    server = _server(create_app(app, settings, api, metrics=metrics), host, port, False)
+    server = _server(_api_app(app, settings, api, metrics), host, port, False)
     stop = asyncio.Event()
 
     def shutdown() -> None:
@@ -246,7 +255,7 @@ async def up(
     if scheduler is not None:
         parts.append(asyncio.create_task(scheduler.run(stop), name="scheduler"))
     log.info(
-        "herald up: API on http://%s:%d, worker on %s, scheduler %s",
+        "herald up: API on http://%s:%d (console at /ui), worker on %s, scheduler %s",
         host,
         port,
         ",".join(worker.queues),

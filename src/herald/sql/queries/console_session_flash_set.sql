@@ -1,0 +1,1 @@
+UPDATE console_sessions SET flash = %(flash)s::jsonb WHERE token_hash = %(token_hash)s

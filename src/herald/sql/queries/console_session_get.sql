@@ -1,0 +1,9 @@
+-- A live session and the key it acts for: expired sessions and revoked keys find nothing.
+-- The database's clock comes along: every age the page shows is measured by it.
+SELECT s.token_hash, s.api_key_id, s.anonymous, s.csrf_token, s.flash, s.expires_at,
+       k.name AS key_name, k.scopes, k.max_active_jobs, herald_now() AS now
+FROM console_sessions s
+LEFT JOIN api_keys k ON k.id = s.api_key_id
+WHERE s.token_hash = %(token_hash)s
+  AND s.expires_at > herald_now()
+  AND (s.anonymous OR k.revoked_at IS NULL)
