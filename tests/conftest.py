@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg.sql import SQL, Identifier
 
 from herald.client import Client
 from herald.config import Settings
@@ -67,3 +70,42 @@ async def client(settings: Settings) -> AsyncIterator[Client]:
         yield c
     finally:
         await c.close()
+
+
+@dataclass(frozen=True)
+class SourceRole:
+    """A least-privilege role for database sources: it reads one schema of its own."""
+
+    url: str
+    role: str
+    schema: str
+
+
+@pytest.fixture
+def source_role(database: str) -> Iterator[SourceRole]:
+    """A login role that may read ``<schema>.measures`` (4 rows) and nothing else, and
+    use a sequence there (a read-only transaction must still refuse to advance it)."""
+    tag = uuid.uuid4().hex[:10]
+    role, schema = Identifier(f"herald_src_{tag}"), Identifier(f"src_{tag}")
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(SQL("CREATE ROLE {} LOGIN").format(role))
+        conn.execute(SQL("CREATE SCHEMA {}").format(schema))
+        conn.execute(
+            SQL(
+                "CREATE TABLE {}.measures AS SELECT g AS id, 'm' || g AS name "
+                "FROM generate_series(1, 4) g"
+            ).format(schema)
+        )
+        conn.execute(SQL("CREATE SEQUENCE {}.counter").format(schema))
+        conn.execute(SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+        conn.execute(SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, role))
+        conn.execute(SQL("GRANT USAGE, UPDATE ON {}.counter TO {}").format(schema, role))
+    try:
+        yield SourceRole(
+            make_conninfo(database, user=f"herald_src_{tag}"), f"herald_src_{tag}", f"src_{tag}"
+        )
+    finally:
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(SQL("DROP SCHEMA {} CASCADE").format(schema))
+            conn.execute(SQL("DROP OWNED BY {}").format(role))
+            conn.execute(SQL("DROP ROLE {}").format(role))

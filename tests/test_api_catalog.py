@@ -346,9 +346,10 @@ async def test_publish_download_republish_catalog_and_sparql(api: Api, tmp_path:
 
 BAD_REGISTRATIONS: list[tuple[dict[str, Any], str]] = [
     (registration(id="../etc"), "validation"),
-    (registration(source={"type": "shell", "command": "rm"}), "invalid-dataset"),
-    (registration(source={"type": "generated", "count": -1}), "invalid-dataset"),
-    (registration(source={"type": "generated", "count": 5, "extra": 1}), "invalid-dataset"),
+    # Each source type has a strict schema: refused by validation, before any handler.
+    (registration(source={"type": "shell", "command": "rm"}), "validation"),
+    (registration(source={"type": "generated", "count": -1}), "validation"),
+    (registration(source={"type": "generated", "count": 5, "extra": 1}), "validation"),
     (registration(publisher={"name": "Office", "uri": "not a uri"}), "validation"),
     (registration(publisher={"name": "Office", "uri": "relative:"}), "validation"),
     (registration(languages=["english"]), "validation"),

@@ -30,6 +30,7 @@ from herald.errors import (
     InvalidPayload,
     PayloadTooLarge,
 )
+from herald.payloads import MAX_DEPTH, too_deep
 from herald.registry import Herald, Kind
 
 _EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
@@ -111,6 +112,8 @@ class Client:
             raise InvalidPayload(
                 f"payload must be a JSON object, got {type(spec.payload).__name__}"
             )
+        if too_deep(spec.payload):
+            raise InvalidPayload(f"payload nests deeper than {MAX_DEPTH} levels")
         try:
             payload_json = _PAYLOAD_JSON.encode(spec.payload)
         except (TypeError, ValueError) as exc:

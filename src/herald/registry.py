@@ -36,6 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 DEFAULT_TIMEOUT = 3600.0
+# Scopes an adapter (the HTTP API) may require to submit a kind; None marks it internal.
+API_SCOPES = ("submit", "operate", "admin")
 
 
 def _check_name(what: str, name: str) -> str:
@@ -68,6 +70,9 @@ class Kind:
     compensate: Compensation | None = None
     pipeline: bool = False
     limits: Limits | None = None  # rate/concurrency limits, see herald.ops.limits.declare
+    # The API scope a caller needs to submit (or schedule) this kind over HTTP; None: an
+    # internal kind that only its own application code enqueues.
+    api_scope: str | None = "submit"
 
     @property
     def keeps_forever(self) -> bool:
@@ -130,6 +135,8 @@ class Herald:
             raise ValueError("max_attempts must be between 1 and 1000")
         if kind.timeout is not None and kind.timeout <= 0:
             raise ValueError("timeout must be positive (or None for no timeout)")
+        if kind.api_scope is not None and kind.api_scope not in API_SCOPES:
+            raise ValueError(f"api_scope must be one of {', '.join(API_SCOPES)} or None")
         self._kinds[kind.name] = kind
         return kind
 
@@ -144,8 +151,12 @@ class Herald:
         timeout: float | None = DEFAULT_TIMEOUT,
         retention: float | None = None,
         keep_forever: bool = False,
+        api_scope: str | None = "submit",
     ) -> Callable[[F], F]:
-        """Register a plain task: one handler ``fn(ctx, payload)``, sync or async."""
+        """Register a plain task: one handler ``fn(ctx, payload)``, sync or async.
+
+        ``api_scope`` is the scope an API key needs to submit it over HTTP; None keeps
+        the kind internal (only application code enqueues it)."""
 
         def register(fn: F) -> F:
             kind = Kind(
@@ -157,6 +168,7 @@ class Herald:
                 timeout=timeout,
                 retention=math.inf if keep_forever else retention,
                 steps=[Step("run", fn, inspect.iscoroutinefunction(fn))],
+                api_scope=api_scope,
             )
             self._add(kind)
             return fn
@@ -175,6 +187,7 @@ class Herald:
         timeout: float | None = DEFAULT_TIMEOUT,
         retention: float | None = None,
         keep_forever: bool = False,
+        api_scope: str | None = "submit",
     ) -> Pipeline:
         """Register a pipeline of ordered steps; a retry resumes at the first unfinished one."""
         if not steps or len(set(steps)) != len(steps):
@@ -191,6 +204,7 @@ class Herald:
                 timeout=timeout,
                 retention=math.inf if keep_forever else retention,
                 pipeline=True,
+                api_scope=api_scope,
             )
         )
         builder = Pipeline(kind, list(steps))

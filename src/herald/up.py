@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import ipaddress
 import logging
 import signal
 import sys
@@ -72,7 +74,8 @@ def _http_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
-        help="serve without API keys: every caller may do everything (local demo only)",
+        help="serve without API keys: every caller may submit, read and operate, never admin "
+        "(local demo only; refused on a non-loopback --host unless HERALD_API_AUTH_FORCE=on)",
     )
 
 
@@ -88,7 +91,15 @@ def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], He
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.insecure_no_auth:
-        api = ApiSettings(auth=False, retry_after=api.retry_after)
+        api = dataclasses.replace(api, auth=False)
+    if not api.auth and not api.auth_forced and not is_loopback(args.host):
+        print(
+            f"error: authentication is off and --host {args.host} is not a loopback address: "
+            "anyone who reaches it could act without a key. Bind 127.0.0.1, turn "
+            "authentication on, or set HERALD_API_AUTH_FORCE=on if you really mean it",
+            file=sys.stderr,
+        )
+        return 2
     app = load_app()
     if args.command == "serve":
         return loop.run(
@@ -114,6 +125,16 @@ def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], He
         ),
         settings.event_loop,
     )
+
+
+def is_loopback(host: str) -> bool:
+    """True for a bind address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 # --- API keys ----------------------------------------------------------------------------
@@ -163,7 +184,9 @@ async def _apikey(args: argparse.Namespace, settings: Settings) -> int:
 # --- processes ---------------------------------------------------------------------------
 
 
-def _server(api_app: Any, host: str, port: int, own_signals: bool) -> uvicorn.Server:
+def _server(
+    api_app: Any, host: str, port: int, own_signals: bool, grace: float = 30.0
+) -> uvicorn.Server:
     import uvicorn
 
     class HostedServer(uvicorn.Server):
@@ -173,7 +196,16 @@ def _server(api_app: Any, host: str, port: int, own_signals: bool) -> uvicorn.Se
         def capture_signals(self) -> Iterator[None]:
             yield
 
-    config = uvicorn.Config(api_app, host=host, port=port, log_config=None, lifespan="on")
+    # After the grace period, requests still running are cancelled: a slow request (a
+    # SPARQL query, a download) can never hold the shutdown up.
+    config = uvicorn.Config(
+        api_app,
+        host=host,
+        port=port,
+        log_config=None,
+        lifespan="on",
+        timeout_graceful_shutdown=max(1, int(grace)),
+    )
     return uvicorn.Server(config) if own_signals else HostedServer(config)
 
 
@@ -197,9 +229,50 @@ def _api_app(app: Herald, settings: Settings, api: ApiSettings, metrics: Any = N
 
 
 async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str, port: int) -> int:
-    """The API (and console) alone; uvicorn handles SIGTERM/SIGINT."""
-    await _serve_checked(_server(_api_app(app, settings, api), host, port, own_signals=True))
-    return 0
+    """The API and console alone (and the metrics port, if any); SIGTERM/SIGINT stop it."""
+    from herald.metrics import HeraldMetrics
+
+    metrics = HeraldMetrics()
+    grace = settings.shutdown_grace
+    api_app = _api_app(app, settings, api, metrics)
+    if api.metrics_port is None:
+        await _serve_checked(_server(api_app, host, port, own_signals=True, grace=grace))
+        return 0
+    servers = [
+        _server(api_app, host, port, False, grace),
+        _metrics_server(app, settings, api, metrics, host),
+    ]
+
+    def shutdown() -> None:
+        for server in servers:
+            server.force_exit = server.should_exit
+            server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, shutdown)
+    try:
+        tasks = [asyncio.create_task(_serve_checked(s)) for s in servers]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        shutdown()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    failed = [r for r in results if r is not None]
+    for error in failed:
+        log.error("server failed: %r", error)
+    return 1 if failed else 0
+
+
+def _metrics_server(
+    app: Herald, settings: Settings, api: ApiSettings, metrics: Any, host: str
+) -> uvicorn.Server:
+    from herald.api.app import create_metrics_app
+
+    assert api.metrics_port is not None
+    metrics_app = create_metrics_app(app, settings, metrics, api)
+    return _server(metrics_app, host, api.metrics_port, False, settings.shutdown_grace)
 
 
 async def up(
@@ -230,14 +303,20 @@ async def up(
     metrics = HeraldMetrics()
     worker = Worker(app, settings=settings, concurrency=concurrency, queues=queues)
     metrics.watch_worker(worker)
-    server = _server(_api_app(app, settings, api, metrics), host, port, False)
+    server = _server(
+        _api_app(app, settings, api, metrics), host, port, False, settings.shutdown_grace
+    )
+    servers = [server]
+    if api.metrics_port is not None:
+        servers.append(_metrics_server(app, settings, api, metrics, host))
     stop = asyncio.Event()
 
     def shutdown() -> None:
-        if stop.is_set():  # second signal: do not wait for anything
-            server.force_exit = True
+        for each in servers:
+            if stop.is_set():  # second signal: do not wait for anything
+                each.force_exit = True
+            each.should_exit = True
         stop.set()
-        server.should_exit = True
         worker.stop()
 
     loop = asyncio.get_running_loop()
@@ -248,7 +327,7 @@ async def up(
     if scheduler_interval is not None:
         scheduler = await Scheduler.open(app, settings, interval=scheduler_interval)
     parts = [
-        asyncio.create_task(_serve_checked(server), name="api"),
+        *(asyncio.create_task(_serve_checked(s), name="api") for s in servers),
         asyncio.create_task(worker.run(), name="worker"),
         asyncio.create_task(cleaner.run(stop), name="cleanup"),
     ]

@@ -389,6 +389,8 @@ class Worker:
                 error=_error("timeout", exc, "handler timed out"),
             )
         except Exception as exc:  # any unexpected exception is a retryable failure
+            # The traceback goes to the log only: the API shows type and message.
+            log.warning("job %d (%s) failed: %r", ctx.job_id, ctx.kind, exc, exc_info=exc)
             outcome = _Outcome(
                 ctx.job_id,
                 ctx.fence,

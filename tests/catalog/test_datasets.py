@@ -27,11 +27,13 @@ from herald.catalog.datasets import (
 )
 from herald.catalog.errors import MetadataError, SourceError
 from herald.catalog.export import export_records
+from herald.catalog.source_access import SourceAccess
 from herald.catalog.sources import GeneratedSource, source_from_spec
 from herald.catalog.store import LocalExportStore
 from herald.config import Settings
 from herald.db import AsyncConn, connect, conninfo
 from tests.catalog.samples import BASIC_DATASET, HIGH_DATASET, files
+from tests.conftest import SourceRole
 
 SAMPLE = Dataset(HIGH_DATASET, {"type": "generated", "count": 1000}, tier="high")
 
@@ -164,11 +166,12 @@ async def test_a_refused_start_keeps_the_callers_transaction(conn: AsyncConn) ->
     assert not started and active.version == 1 and row == {"n": 1}
 
 
-async def test_sources_from_specs(settings: Settings, tmp_path: Path) -> None:
-    assert settings.database_url is not None
-    info = conninfo(settings.database_url, settings.schema)
+async def test_sources_from_specs(
+    settings: Settings, tmp_path: Path, source_role: SourceRole
+) -> None:
     (tmp_path / "rows.csv").write_text("a;b\n1;2\n", encoding="utf-8")
     store = LocalExportStore(tmp_path / "exports")
+    access = SourceAccess(tmp_path, source_role.url, schemas=(source_role.schema,))
     specs: list[dict[str, object]] = [
         {"type": "generated", "count": 5},
         {"type": "csv", "path": "rows.csv", "delimiter": ";"},
@@ -177,13 +180,13 @@ async def test_sources_from_specs(settings: Settings, tmp_path: Path) -> None:
             "query": "SELECT g FROM generate_series(1, %(n)s) g",
             "params": {"n": 4},
         },
-        {"type": "postgres_table", "table": "datasets"},
+        {"type": "postgres_table", "table": "measures"},
     ]
     counts = []
     for i, spec in enumerate(specs):
-        source = source_from_spec(spec, info, tmp_path)
+        source = source_from_spec(spec, access)
         counts.append(export_records(source, store, f"s{i}/v1", "s", ["csv"]).record_count)
-    assert counts == [5, 1, 4, 0]
-    assert isinstance(source_from_spec(specs[0], info, tmp_path), GeneratedSource)
+    assert counts == [5, 1, 4, 4]
+    assert isinstance(source_from_spec(specs[0], access), GeneratedSource)
     with pytest.raises(SourceError, match="unknown source field"):
-        source_from_spec({"type": "generated", "count": 1, "rows": 2}, info, tmp_path)
+        source_from_spec({"type": "generated", "count": 1, "rows": 2}, access)

@@ -32,6 +32,7 @@ def env(database: str, tmp_path: Path) -> Iterator[dict[str, str]]:
         "HERALD_SCHEMA": schema,
         "HERALD_DATA_DIR": str(tmp_path / "data"),
         "HERALD_PUBLIC_URL": "https://data.example.org",
+        "HERALD_SOURCE_DIR": str(tmp_path),  # file sources are read only under it
     }
     try:
         yield values

@@ -321,7 +321,7 @@ def test_existing_files_are_immutable(tmp_path: Path) -> None:
     ("content", "message"),
     [
         ('{"a": 1}\n{"a": {"nested": true}}\n', "nested dict"),
-        ('{"a": 1}\n{"a": 2, "b": 3}\n', "unknown field"),
+        ('{"a": 1}\n{"a": 2, "b": 3}\n', "field\\(s\\) the first record does not have"),
         ('{"a": 1}\nnot json\n', "line 2"),
         ('{"a": 1.5}\n{"a": NaN}\n', "not finite"),
         ('{"a": "bell \\u0007"}\n', "control character"),

@@ -21,6 +21,7 @@ from herald.catalog.publishing import (
     remove_version,
     write_entry,
 )
+from herald.catalog.source_access import SourceAccess
 from herald.catalog.store import LocalExportStore
 from herald.catalog.triplestore import OxigraphStore, export_catalog
 from herald.config import Settings
@@ -38,13 +39,13 @@ def test_publish_two_versions_and_remove_the_first(tmp_path: Path) -> None:
     files = LocalExportStore(tmp_path / "exports")
     store = OxigraphStore(tmp_path / "store")
     done: list[int] = []
-    first = export_version(dataset, 1, files, "unused", tmp_path, done.append)
+    first = export_version(dataset, 1, files, SourceAccess(tmp_path), done.append)
     assert done[-1] == 2_500
     entry = build_entry(dataset, 1, first, URLS, T1, T1)
     assert entry.report.conforms and entry.report.findings == ()
     write_entry(store, URLS, "measures", entry, CATALOG.info())
 
-    second = export_version(dataset, 2, files, "unused", tmp_path)
+    second = export_version(dataset, 2, files, SourceAccess(tmp_path))
     write_entry(
         store, URLS, "measures", build_entry(dataset, 2, second, URLS, T1, T2), CATALOG.info()
     )
@@ -78,7 +79,7 @@ def test_a_retried_export_replaces_an_interrupted_attempts_files(tmp_path: Path)
     upload = files.begin("measures/v1/measures.json")  # an earlier attempt got this far
     upload.write(b"[")
     upload.commit()
-    result = export_version(dataset, 1, files, "unused", tmp_path)
+    result = export_version(dataset, 1, files, SourceAccess(tmp_path))
     assert [f.record_count for f in result.files] == [100, 100, 100]
     assert files.size("measures/v1/measures.json") == result.files[0].byte_size
 
@@ -86,7 +87,7 @@ def test_a_retried_export_replaces_an_interrupted_attempts_files(tmp_path: Path)
 def test_an_entry_missing_a_mandatory_property_is_rejected_for_good(tmp_path: Path) -> None:
     info = dataclasses.replace(BASIC_DATASET, title="")
     dataset = Dataset(info, {"type": "generated", "count": 10})
-    result = export_version(dataset, 1, LocalExportStore(tmp_path), "unused", tmp_path)
+    result = export_version(dataset, 1, LocalExportStore(tmp_path), SourceAccess(tmp_path))
     with pytest.raises(MetadataRejected) as caught:
         build_entry(dataset, 1, result, URLS, T1, T1)
     assert isinstance(caught.value, Permanent)

@@ -7,13 +7,17 @@ through :data:`herald.api.state.State`.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
 from herald.api import catalog, health, jobs, operations, problems, schedules
+from herald.api.boundary import Boundary
 from herald.api.state import ApiSettings, ApiState
+from herald.catalog.errors import TripleStoreError
+from herald.catalog.metadata import PREFIXES
+from herald.catalog.sparql.runner import QueryRunner, SparqlLimits
 from herald.client import Client
 from herald.config import Settings
 from herald.metrics import HeraldMetrics
@@ -30,8 +34,11 @@ SHA-256 is stored) and revoked by `herald apikey revoke NAME`. Scopes: `submit` 
 jobs), `read` (inspect), `operate` (cancel, retry-now, dead-letter replay and discard,
 schedule changes), `admin` (all of them). Authentication is on by default, whether or
 not a key exists yet; only an explicit `HERALD_API_AUTH=off` (or `--insecure-no-auth`)
-turns it off, for a local demo. `/healthz`, `/readyz`, `/metrics` and this document
-need no key.
+turns it off, for a local demo on a loopback address: then nobody is `admin` and every
+response carries `Herald-Auth: off`. `/healthz`, `/readyz` and this document need no
+key; `/metrics` needs none unless `HERALD_METRICS=key` (a `read` key) or it is served
+on a port of its own (`HERALD_METRICS_PORT`). Keys are checked before a request body is
+read; bodies larger than `HERALD_API_MAX_BODY` are refused with 413 before reading.
 
 **Manual actions** take a `reason` in the body; the key's name is recorded as the actor
 in the audit log (`GET /v1/audit`).
@@ -48,6 +55,23 @@ for unknown ids, 409 for conflicts, 413 for oversized payloads, 422 for invalid 
 """
 
 
+def _serving(
+    herald_app: Herald, settings: Settings, api: ApiSettings, metrics: HeraldMetrics
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The lifespan that gives the routes their state (one client pool for all requests)."""
+
+    @asynccontextmanager
+    async def serving(app: FastAPI) -> AsyncIterator[None]:
+        client = await Client.open(herald_app, settings)
+        app.state.herald = ApiState(herald_app, settings, api, metrics, client)
+        try:
+            yield
+        finally:
+            await client.close()
+
+    return serving
+
+
 def create_app(
     herald_app: Herald,
     settings: Settings | None = None,
@@ -60,16 +84,24 @@ def create_app(
     api = api or ApiSettings.from_env()
     metrics = metrics or HeraldMetrics()
 
+    serving = _serving(herald_app, settings, api, metrics)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not api.auth:
-            log.warning("API authentication is OFF: every caller may do everything")
-        client = await Client.open(herald_app, settings)
-        app.state.herald = ApiState(herald_app, settings, api, metrics, client)
+            log.warning(
+                "API authentication is OFF: every caller may submit, read and operate "
+                "(never admin); every response says so (Herald-Auth: off)"
+            )
+        # Query processes of the SPARQL endpoint: started on demand, all killed on exit.
+        app.state.sparql = QueryRunner(
+            SparqlLimits.from_env(), {p: str(ns) for p, ns in PREFIXES.items()}
+        )
         try:
-            yield
+            async with serving(app):
+                yield
         finally:
-            await client.close()
+            await app.state.sparql.close()
 
     app = FastAPI(
         title="Herald",
@@ -86,10 +118,33 @@ def create_app(
     problems.map_error(app, AuditInfoMissing, 422, "reason-required")
     problems.map_error(app, NotFound, 404, "not-found")
     problems.map_error(app, Conflict, 409, "conflict")
+    problems.map_unavailable(app, TripleStoreError, "the triple store")
     problems.install_fallback(app)
     app.include_router(jobs.router)
     app.include_router(operations.router)
     app.include_router(schedules.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
+    app.include_router(health.metrics_router)
+    # Outermost: size and key are checked before routing and before the body is read.
+    app.add_middleware(Boundary, api=api)
+    return app
+
+
+def create_metrics_app(
+    herald_app: Herald, settings: Settings, metrics: HeraldMetrics, api: ApiSettings | None = None
+) -> FastAPI:
+    """``/metrics`` alone, for a port of its own (``HERALD_METRICS_PORT``)."""
+    api = api or ApiSettings.from_env()
+    public = ApiSettings(auth=api.auth, retry_after=api.retry_after, metrics="public")
+    app = FastAPI(
+        title="Herald metrics",
+        lifespan=_serving(herald_app, settings, public, metrics),
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
+    problems.install(app)
+    problems.install_fallback(app)
+    app.include_router(health.metrics_router)
     return app

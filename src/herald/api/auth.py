@@ -3,7 +3,12 @@
 Scopes: ``submit`` (admit jobs), ``read`` (inspect), ``operate`` (manual actions:
 cancel, retry, replay, discard, schedules), ``admin`` (everything). Authentication is
 required unless the API was built with ``ApiSettings(auth=False)``, which is meant for
-a local demo only and is logged loudly at start-up.
+a local demo only: it is logged loudly at start-up, said by a header on every response,
+and even then nobody is ``admin`` (sources that read the server's database or files
+stay out of reach).
+
+The key is checked by :mod:`herald.api.boundary` from the Authorization header alone,
+before the request's body is read or routed; routes only check the scope.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 
 from herald import sql
 from herald.api.problems import Problem
@@ -40,7 +45,8 @@ class Principal:
         return "admin" in self.scopes or scope in self.scopes
 
 
-ANONYMOUS = Principal("anonymous", frozenset(SCOPES))
+# With authentication off: every scope but admin, never granted without a key.
+ANONYMOUS = Principal("anonymous", frozenset(s for s in SCOPES if s != "admin"))
 
 
 @dataclass(frozen=True)
@@ -100,25 +106,32 @@ async def list_keys(conn: AsyncConn) -> list[dict[str, Any]]:
     return await cur.fetchall()
 
 
+# Declared on routes for the OpenAPI document; the boundary has checked the key already.
 _bearer = HTTPBearer(auto_error=False, description="API key issued by `herald apikey create`")
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-async def _principal(request: Request, credentials: Credentials) -> Principal:
-    state = request.app.state.herald
-    if not state.api.auth:
-        return ANONYMOUS
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise Problem(401, "unauthenticated", "a bearer API key is required", headers=_CHALLENGE)
-    async with state.client.pool.connection() as conn:
-        cur = await conn.execute(
-            sql.query("api_key_lookup"), {"hash": hash_token(credentials.credentials)}
-        )
-        row = await cur.fetchone()
+class Unauthenticated(Exception):
+    """No valid key: the boundary answers 401 before reading the body."""
+
+
+async def authenticate(conn: AsyncConn, authorization: str | None) -> Principal:
+    """The key named by an ``Authorization: Bearer`` header (Unauthenticated if none)."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("a bearer API key is required")
+    cur = await conn.execute(sql.query("api_key_lookup"), {"hash": hash_token(token.strip())})
+    row = await cur.fetchone()
     if row is None:
-        raise Problem(401, "unauthenticated", "unknown or revoked API key", headers=_CHALLENGE)
+        raise Unauthenticated("unknown or revoked API key")
     return Principal(row["name"], frozenset(row["scopes"]), row["id"], row["max_active_jobs"])
+
+
+async def _principal(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:
+    principal = getattr(request.state, "principal", None)
+    if not isinstance(principal, Principal):  # only routes the boundary lets through
+        raise Problem(401, "unauthenticated", "a bearer API key is required", headers=CHALLENGE)
+    return principal
 
 
 def require(scope: str) -> Callable[..., Awaitable[Principal]]:

@@ -23,6 +23,8 @@ from herald.api import catalog_rdf
 from herald.api.auth import Principal, require
 from herald.api.catalog_downloads import file_response
 from herald.api.catalog_rdf import RDF_SYNTAXES, negotiate, rdf_response, stores
+from herald.api.catalog_sources import SourceIn, source_dict
+from herald.api.disclosure import redact
 from herald.api.models import Strict
 from herald.api.problems import Problem, not_found, responses
 from herald.api.state import ApiState, State
@@ -40,7 +42,6 @@ from herald.catalog.datasets import (
 from herald.catalog.errors import CatalogError, MetadataError, SourceError
 from herald.catalog.metadata import Agent, Concept, ContactPoint, DatasetInfo, License, language
 from herald.catalog.pipeline import request_deletion, request_publication, save_dataset
-from herald.catalog.sources import SOURCE_TYPES
 from herald.client import Enqueued
 
 router = APIRouter(tags=["catalog"])
@@ -100,10 +101,7 @@ class DatasetIn(Strict):
     languages: Annotated[
         list[Annotated[str, Field(pattern=r"^[A-Za-z]{3}$")]], Field(max_length=50)
     ] = Field(default=[], description="three-letter codes such as ENG")
-    source: dict[str, Any] = Field(
-        description='where the records come from, e.g. {"type": "generated", "count": 1000},'
-        ' {"type": "csv", "path": "data/x.csv"} or {"type": "postgres_table", "table": "t"}'
-    )
+    source: SourceIn
     tier: Literal["basic", "high"] = "basic"
     recurrence: RecurrenceIn | None = None
 
@@ -175,7 +173,7 @@ def _version_out(record: VersionRecord, step: str | None = None) -> dict[str, An
         "record_count": record.record_count,
         "files": [_file_out(record.dataset_id, record.version, f) for f in record.files],
         "validation": record.validation,
-        "error": record.error,
+        "error": redact(record.error),
         "metadata_url": url if record.metadata else None,
         "metadata_media_types": list(RDF_SYNTAXES) if record.metadata else [],
         "created_at": record.created_at,
@@ -243,12 +241,13 @@ async def register(
     registering again without one removes it. Sources that read the server's own
     database or files (``postgres_*``, ``csv``, ``jsonl``) need an ``admin`` key:
     whatever they read is published."""
-    kind = body.source.get("type")
-    if kind != "generated" and kind in SOURCE_TYPES and not principal.allows("admin"):
+    kind = body.source.type
+    if kind != "generated" and not principal.allows("admin"):
         raise Problem(403, "forbidden", f"a {kind} source needs an API key with the admin scope")
     recurrence = body.recurrence.model_dump(exclude_none=True) if body.recurrence else None
     try:
-        dataset = Dataset(info=_info(body), source=body.source, tier=body.tier)
+        source = source_dict(body.source)
+        dataset = Dataset(info=_info(body), source=source, tier=body.tier)
         saved, created = await save_dataset(state.client, dataset, recurrence)
     except (MetadataError, SourceError) as exc:
         raise Problem(422, "invalid-dataset", str(exc)) from None

@@ -1,28 +1,32 @@
 """``/v1/catalog`` and ``/v1/sparql``: RDF by content negotiation, read-only SPARQL.
 
-A query is parsed before it reaches the store, so only the four query forms (SELECT,
-ASK, CONSTRUCT, DESCRIBE) ever run; an update, in whatever parameter or body it comes,
-is refused with 400 and never sent to the store.
+A query is checked before anything runs it (:mod:`herald.catalog.sparql.guard`): only the
+four query forms (SELECT, ASK, CONSTRUCT, DESCRIBE), no federation, bounded size and
+depth; an update, in whatever parameter or body it comes, is refused with 400. It then
+runs in a query process of its own (:mod:`herald.catalog.sparql.runner`) under memory,
+CPU, time, row and byte limits, and is stopped when the caller goes away.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pyparsing import ParseBaseException
+from fastapi.responses import FileResponse
 from rdflib import Graph
-from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from herald.api.auth import Principal, require
 from herald.api.problems import Problem, responses
 from herald.api.state import ApiState, State
-from herald.catalog.errors import TripleStoreError
 from herald.catalog.metadata import PREFIXES
 from herald.catalog.pipeline import catalog_runtime, shared_triple_store
 from herald.catalog.publishing import CatalogSettings
+from herald.catalog.sparql.guard import QueryRefused, check_query
+from herald.catalog.sparql.runner import QueryRunner, SparqlLimits
 from herald.catalog.store import ExportStore, LocalExportStore
 from herald.catalog.triplestore import CATALOG_SYNTAXES, TripleStore, export_catalog
 
@@ -32,7 +36,6 @@ Reader = Annotated[Principal, Depends(require("read"))]
 # Media type -> the catalog's syntax name; the first is the default.
 RDF_SYNTAXES: dict[str, str] = {s.media_type: s.name for s in CATALOG_SYNTAXES.values()}
 RESULTS_JSON = "application/sparql-results+json"
-MAX_QUERY = 100_000  # characters
 
 
 def _accepted(header: str) -> list[tuple[str, float]]:
@@ -100,55 +103,63 @@ async def rdf_response(graph: Graph, media_type: str) -> Response:
     return Response(body, media_type=media_type, headers={"Vary": "Accept"})
 
 
-def query_form(text: str) -> str:
-    """SELECT, ASK, CONSTRUCT or DESCRIBE; 400 problem for an update or invalid text."""
-    if len(text) > MAX_QUERY:
-        raise Problem(400, "invalid-query", f"a query may have at most {MAX_QUERY} characters")
-    if "\x00" in text:
-        raise Problem(400, "invalid-query", "a query cannot contain NUL characters")
+def _problem(refused: QueryRefused) -> Problem:
+    headers = {"Retry-After": str(refused.retry_after)} if refused.retry_after else None
+    return Problem(refused.status, refused.slug, refused.detail, headers=headers)
+
+
+def query_form(text: str, limits: SparqlLimits | None = None) -> str:
+    """SELECT, ASK, CONSTRUCT or DESCRIBE; a problem for an update, federation, a query
+    too long or too deep, or invalid text."""
+    limits = limits or SparqlLimits()
     try:
-        parsed = parseQuery(text)
-    except (ParseBaseException, RecursionError) as error:
-        try:
-            parseUpdate(text)
-        except (ParseBaseException, RecursionError):
-            raise Problem(400, "invalid-query", f"not a SPARQL query: {error}") from None
-        raise Problem(
-            400, "update-refused", "this endpoint is read-only: SPARQL updates are refused"
-        ) from None
-    form = str(parsed[1].name).removesuffix("Query").upper()
-    if form not in ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE"):
-        raise Problem(400, "invalid-query", f"unsupported query form {form}")
-    return form
+        return check_query(text, max_chars=limits.max_query, max_depth=limits.max_depth).form
+    except QueryRefused as refused:
+        raise _problem(refused) from None
 
 
-async def run_sparql(store: TripleStore, text: str, accept: str | None) -> Response:
-    form = await run_in_threadpool(query_form, text)
+async def run_sparql(
+    request: Request, runner: QueryRunner, store: TripleStore, text: str
+) -> Response:
+    form = query_form(text, runner.limits)
+    accept = request.headers.get("accept")
     if form in ("SELECT", "ASK"):
         negotiate(accept, [RESULTS_JSON, "application/json"])
-        try:
-            body = await run_in_threadpool(store.results_json, text)
-        except TripleStoreError as exc:
-            raise Problem(400, "query-failed", str(exc)) from None
-        return Response(body, media_type=RESULTS_JSON)
-    chosen = negotiate(accept, list(RDF_SYNTAXES))
+        media = RESULTS_JSON
+    else:
+        media = negotiate(accept, list(RDF_SYNTAXES))
+    running = asyncio.create_task(runner.run(store, text, form, media))
     try:
-        graph = await run_in_threadpool(store.construct, text)
-    except TripleStoreError as exc:
-        raise Problem(400, "query-failed", str(exc)) from None
-    return await rdf_response(graph, chosen)
+        while not running.done():  # a caller who left stops its query
+            await asyncio.wait({running}, timeout=0.25)
+            if not running.done() and await request.is_disconnected():
+                running.cancel()
+                raise Problem(400, "client-gone", "the client closed the connection")
+        result = running.result()
+    except QueryRefused as refused:
+        raise _problem(refused) from None
+    finally:
+        if not running.done():  # cancelled itself (shutdown): the query process goes too
+            running.cancel()
+    return FileResponse(
+        result.path,
+        media_type=media,
+        headers={"Vary": "Accept"},
+        background=BackgroundTask(result.path.unlink, missing_ok=True),
+    )
 
 
 async def query_from_body(request: Request) -> str:
     """The query of a POST: a form's ``query`` field or an application/sparql-query body."""
+    limit = 4 * sparql_runner(request).limits.max_query  # form-encoding may quadruple it
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > 4 * MAX_QUERY:
+    if declared is not None and declared.isdigit() and int(declared) > limit:
         raise Problem(413, "payload-too-large", "the request body is too large for a query")
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
-        if len(raw) > 4 * MAX_QUERY:
+        if len(raw) > limit:
             raise Problem(413, "payload-too-large", "the request body is too large for a query")
     try:
         body = raw.decode("utf-8")
@@ -174,6 +185,14 @@ async def query_from_body(request: Request) -> str:
 
 
 _ENDPOINTS: dict[tuple[str, str], TripleStore] = {}
+
+
+def sparql_runner(request: Request) -> QueryRunner:
+    """The API's pool of query processes (made by its lifespan)."""
+    runner = getattr(request.app.state, "sparql", None)
+    if not isinstance(runner, QueryRunner):
+        raise Problem(503, "unavailable", "the SPARQL endpoint is not running")
+    return runner
 
 
 def stores(state: ApiState) -> tuple[ExportStore, TripleStore]:
@@ -214,13 +233,16 @@ async def catalog(request: Request, state: State, _: Reader) -> Response:
 SPARQL_DOC = (
     "Read-only SPARQL 1.1 query: SELECT and ASK answer SPARQL JSON results, CONSTRUCT and "
     "DESCRIBE answer Turtle, JSON-LD or RDF/XML by Accept. Entries live in named graphs "
-    "(query them with GRAPH). Any update is refused with 400."
+    "(query them with GRAPH). Any update is refused with 400, and so are SERVICE and "
+    "dataset clauses (FROM). Each query runs in a process of its own under limits "
+    "(HERALD_SPARQL_*): query size (413) and depth (400), rows and bytes of the result "
+    "(422), time (504); when all query slots are taken the answer is 503 with Retry-After."
 )
 
 
 @router.get(
     "/v1/sparql",
-    responses=responses(400, 401, 403, 406, 422),
+    responses=responses(400, 401, 403, 406, 413, 422, 503, 504),
     summary="SPARQL query (read-only)",
     description=SPARQL_DOC,
 )
@@ -228,20 +250,20 @@ async def sparql_get(
     request: Request,
     state: State,
     _: Reader,
-    query: Annotated[str | None, Query(max_length=100_000)] = None,
-    update: Annotated[str | None, Query(max_length=100_000)] = None,
+    query: Annotated[str | None, Query()] = None,
+    update: Annotated[str | None, Query()] = None,
 ) -> Response:
     if update is not None:
         raise Problem(400, "update-refused", "this endpoint is read-only: updates are refused")
     if query is None:
         raise Problem(400, "invalid-query", "give the SPARQL query in the 'query' parameter")
     _files, triples = stores(state)
-    return await run_sparql(triples, query, request.headers.get("accept"))
+    return await run_sparql(request, sparql_runner(request), triples, query)
 
 
 @router.post(
     "/v1/sparql",
-    responses=responses(400, 401, 403, 406, 413, 415, 422),
+    responses=responses(400, 401, 403, 406, 413, 415, 422, 503, 504),
     summary="SPARQL query (read-only), form-encoded or as application/sparql-query",
     description=SPARQL_DOC,
     openapi_extra={
@@ -263,4 +285,4 @@ async def sparql_get(
 async def sparql_post(request: Request, state: State, _: Reader) -> Response:
     text = await query_from_body(request)
     _files, triples = stores(state)
-    return await run_sparql(triples, text, request.headers.get("accept"))
+    return await run_sparql(request, sparql_runner(request), triples, text)

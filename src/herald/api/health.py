@@ -8,12 +8,14 @@ import psycopg
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from herald.api.problems import problem_response, responses
+from herald.api.auth import Principal
+from herald.api.problems import Problem, problem_response, responses
 from herald.api.state import State
 from herald.metrics import CONTENT_TYPE
 from herald.migrate import MigrationError, pending
 
 router = APIRouter(tags=["health"])
+metrics_router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", summary="The process is alive")
@@ -43,12 +45,18 @@ async def readyz(request: Request, state: State) -> dict[str, Any] | JSONRespons
     return {"status": "ready"}
 
 
-@router.get(
+@metrics_router.get(
     "/metrics",
     summary="Prometheus metrics",
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}},
 )
-async def metrics(state: State) -> Response:
+async def metrics(request: Request, state: State) -> Response:
+    if state.api.metrics == "off":  # served on a port of its own, or not at all
+        raise Problem(404, "not-found", "metrics are not served on this port")
+    if state.api.metrics == "key":  # the boundary checked the key; the scope is read
+        principal = getattr(request.state, "principal", None)
+        if not isinstance(principal, Principal) or not principal.allows("read"):
+            raise Problem(403, "forbidden", "metrics need an API key with the read scope")
     await state.metrics.refresh(state.client.pool)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)

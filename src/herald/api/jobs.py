@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 
 from herald import sql
 from herald.api.auth import Principal, require
+from herald.api.disclosure import public_row
 from herald.api.models import (
     EnqueuedOut,
     IdPath,
@@ -50,7 +51,7 @@ def status_url(job_id: int) -> str:
     status_code=202,
     response_model=EnqueuedOut,
     responses=responses(401, 403, 409, 413, 422, 429),
-    summary="Admit a job",
+    summary="Admit a job (of a kind that may be submitted over the API)",
 )
 async def submit(
     body: JobIn,
@@ -60,7 +61,9 @@ async def submit(
     idempotency_key: IdempotencyKey = None,
 ) -> EnqueuedOut:
     """Accepted for processing. An active job for the same (kind, key) answers 202 with
-    that job (outcome ``in_progress``); an Idempotency-Key replay answers the original."""
+    that job (outcome ``in_progress``); an Idempotency-Key replay answers the original.
+    Internal kinds (e.g. ``catalog.publish``) are refused: their own routes admit them."""
+    check_submittable(state, principal, body.kind)
     async with state.client.pool.connection() as conn, conn.transaction():
         admitted = await _admit(state, conn, principal, body, idempotency_key)
     state.metrics.enqueued.labels(body.kind, admitted.outcome.value).inc()
@@ -69,6 +72,24 @@ async def submit(
     return EnqueuedOut(
         id=admitted.id, version=admitted.version, outcome=admitted.outcome.value, status_url=url
     )
+
+
+def check_submittable(state: ApiState, principal: Principal, kind_name: str) -> None:
+    """403 unless the kind may be submitted over the API with this key's scopes."""
+    kind = state.app.kind(kind_name)  # UnknownKind: 422
+    if kind.api_scope is None:
+        raise Problem(
+            403,
+            "internal-kind",
+            f"kind {kind.name!r} is internal: it cannot be submitted or scheduled over the API",
+        )
+    if not principal.allows(kind.api_scope):
+        raise Problem(
+            403,
+            "forbidden",
+            f"API key {principal.name!r} lacks the {kind.api_scope!r} scope kind "
+            f"{kind.name!r} needs",
+        )
 
 
 async def _admit(
@@ -121,9 +142,10 @@ async def list_jobs(
     key: KeyQuery = None,
     limit: LimitQuery = 50,
 ) -> list[dict[str, Any]]:
-    return await state.client.list_jobs(
+    rows = await state.client.list_jobs(
         state=job_state, kind=kind, queue=queue, key=key, limit=limit
     )
+    return [public_row(row) for row in rows]
 
 
 @router.get(
@@ -135,9 +157,10 @@ async def list_jobs(
 async def show_job(
     job_id: IdPath, state: AppState, _: Annotated[Principal, Depends(require("read"))]
 ) -> dict[str, Any]:
-    row = await state.client.get_job(job_id)
-    if row is None:
+    found = await state.client.get_job(job_id)
+    if found is None:
         raise not_found("job", job_id)
+    row = public_row(found, values=("payload", "checkpoint", "result"))
     row["history"] = {
         "created_at": row["created_at"],
         "run_at": row["run_at"],

@@ -64,11 +64,14 @@ class ActionIn(Strict):
 
 
 class JobError(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """What a caller sees of one failure: never its traceback (that stays in the logs)."""
+
+    model_config = ConfigDict(extra="ignore")
 
     at: datetime | None = None
     attempt: int | None = None
     kind: str | None = None
+    type: str | None = None
     message: str | None = None
 
 

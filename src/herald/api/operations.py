@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Response
 
 from herald.api.auth import Principal, require
+from herald.api.disclosure import public_row
 from herald.api.jobs import status_url
 from herald.api.models import (
     MAX_ID,
@@ -95,7 +96,7 @@ async def list_dead_letters(
     before_id: BeforeId = None,
     limit: LimitQuery = 50,
 ) -> list[dict[str, Any]]:
-    return await deadletters.list_dead(
+    rows = await deadletters.list_dead(
         state.client.pool,
         kind=kind,
         queue=queue,
@@ -105,6 +106,7 @@ async def list_dead_letters(
         before_id=before_id,
         limit=limit,
     )
+    return [public_row(row) for row in rows]
 
 
 @router.get(
@@ -114,7 +116,8 @@ async def list_dead_letters(
     summary="One dead letter in full: payload, errors, cleanup state, replays",
 )
 async def show_dead_letter(dead_letter_id: IdPath, state: State, _: Reader) -> dict[str, Any]:
-    return await deadletters.get(state.client.pool, dead_letter_id)
+    row = await deadletters.get(state.client.pool, dead_letter_id)
+    return public_row(row, values=("payload", "cleanup"))
 
 
 @router.post(

@@ -192,6 +192,23 @@ def map_error(app: FastAPI, error: type[Exception], status: int, slug: str) -> N
     app.add_exception_handler(error, on_error)
 
 
+def map_unavailable(app: FastAPI, error: type[Exception], what: str) -> None:
+    """Answer ``error`` (a backing service failed) with 503; its text stays in the log,
+    since it may quote what the service answered."""
+
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("%s failed on %s %s: %s", what, request.method, request.url.path, exc)
+        return problem_response(
+            request,
+            503,
+            "unavailable",
+            f"{what} is unavailable; try again later",
+            headers={"Retry-After": "5"},
+        )
+
+    app.add_exception_handler(error, on_error)
+
+
 def install_fallback(app: FastAPI) -> None:
     """A 500 is still a problem document (the error itself goes to the log)."""
 

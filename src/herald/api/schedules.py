@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import Field
 
 from herald.api.auth import Principal, require
+from herald.api.jobs import check_submittable
 from herald.api.models import (
     MAX_ID,
     ActionIn,
@@ -101,7 +102,10 @@ def _found(row: Row | None, schedule_id: int) -> Row:
     responses=responses(401, 403, 422),
     summary="Create a schedule (first due at its first slot after now)",
 )
-async def create(body: ScheduleIn, response: Response, state: State, _: Operator) -> dict[str, Any]:
+async def create(
+    body: ScheduleIn, response: Response, state: State, principal: Operator
+) -> dict[str, Any]:
+    check_submittable(state, principal, body.kind)  # internal kinds are not scheduled here
     spec = ScheduleSpec(**body.model_dump())
     row = await create_schedule(state.client.pool, spec, app=state.app)
     response.headers["Location"] = f"/v1/schedules/{row['id']}"

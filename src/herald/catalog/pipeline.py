@@ -50,11 +50,12 @@ from herald.catalog.runtime import (
     close_embedded_store,
     shared_triple_store,
 )
+from herald.catalog.source_access import Cancellation, SourceAccess
 from herald.catalog.triplestore import TripleStore, delete_entry, replace_entry
 from herald.client import Client, Enqueued, Outcome
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn
+from herald.db import AsyncConn, conninfo
 from herald.errors import Permanent
 from herald.registry import Herald
 from herald.schedules import (
@@ -217,6 +218,11 @@ async def save_dataset(
     """
     check_dataset(dataset)
     spec = None if recurrence is None else recurrence_spec(dataset.id, recurrence)
+    # What can be checked now is: a file that is not there, a role that cannot be used.
+    settings = client.settings
+    own = conninfo(settings.database_url, settings.schema) if settings.database_url else None
+    access = SourceAccess.for_settings(settings, herald_conninfo=own)
+    await asyncio.to_thread(access.check, dict(dataset.source))
     reason = "dataset registered"
     async with client.pool.connection() as conn, conn.transaction():
         existing = await registry.get_dataset(conn, dataset.id)
@@ -254,7 +260,9 @@ def register_catalog(
     """
     runtime = CatalogRuntime(settings, catalog or CatalogSettings.from_env())
     attach_runtime(app, runtime)
-    publish = app.pipeline(PUBLISH, steps=STEPS, keep_forever=True)
+    # Internal kinds: a publication or a deletion is requested through the catalog's own
+    # routes, which check the dataset and version first, never as a raw job.
+    publish = app.pipeline(PUBLISH, steps=STEPS, keep_forever=True, api_scope=None)
 
     @publish.step("get_data")
     async def get_data(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +276,7 @@ def register_catalog(
     async def compensate(dead_letter: dict[str, Any]) -> None:
         await _compensate(runtime, dead_letter)
 
-    @app.task(DELETE_VERSION, keep_forever=True)
+    @app.task(DELETE_VERSION, keep_forever=True, api_scope=None)
     async def delete_version(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         return await _delete_version(
             runtime, ctx, str(payload["dataset_id"]), int(payload["version"])
@@ -307,20 +315,24 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
     total = _expected_records(dataset)
     heartbeat = _ThreadHeartbeat(ctx, runtime, dataset_id, total)
     runtime.notify(ProgressEvent(dataset_id, version, "get_data", 0, total))
+    cancellation = Cancellation()
     try:
         result = await asyncio.to_thread(
             export_version,
             dataset,
             version,
             runtime.export_store,
-            runtime.conninfo,
-            runtime.settings.data_dir,
+            runtime.source_access,
             heartbeat.progress,
+            cancellation,
         )
     except asyncio.CancelledError:
-        # The thread cannot be cancelled: it stops at its next progress report, before
-        # committing, so a later attempt never meets this one's files.
+        # The attempt stopped (cancelled, timed out, lease lost). The thread cannot be
+        # cancelled: it stops at its next progress report, before committing, so a later
+        # attempt never meets this one's files; a source query it is waiting on is
+        # cancelled on the server now (from a thread: that call blocks).
         heartbeat.stopped.set()
+        threading.Thread(target=cancellation.cancel, name="source-cancel", daemon=True).start()
         raise
     produced = {
         "files": [f.to_dict() for f in result.files],
@@ -515,6 +527,13 @@ async def _delete_version(
             raise Permanent(f"dataset {dataset_id!r} has no version {version}")
         if record.state == "deleted":
             return {"deleted": [], "entry": "unchanged"}
+        if record.state != "deleting":
+            # Only request_deletion moves a version to 'deleting' (with this job): a job
+            # that meets any other state was not admitted by it and must touch nothing.
+            raise Permanent(
+                f"version {version} of {dataset_id!r} is {record.state}, not deleting: "
+                "request its deletion through the catalog"
+            )
         await _remove_files(runtime, dataset_id, version, [f.store_key for f in record.files])
         graph = runtime.catalog.urls.entry_graph(dataset_id)
         shown = await asyncio.to_thread(_entry_version, runtime.triple_store, graph)

@@ -13,7 +13,6 @@ import datetime as dt
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from rdflib import Graph
 
@@ -27,6 +26,7 @@ from herald.catalog.metadata import (
     render_catalog,
     render_entry,
 )
+from herald.catalog.source_access import Cancellation, SourceAccess
 from herald.catalog.sources import source_from_spec
 from herald.catalog.store import ExportStore, LocalExportStore
 from herald.catalog.triplestore import (
@@ -112,9 +112,9 @@ def export_version(
     dataset: Dataset,
     version: int,
     store: ExportStore,
-    conninfo: str,
-    base_dir: Path,
+    access: SourceAccess,
     progress: Progress | None = None,
+    cancellation: Cancellation | None = None,
 ) -> ExportResult:
     """get_data: stream the dataset's source into ``<id>/v<version>/<id>.{json,xml,csv}``.
 
@@ -124,7 +124,7 @@ def export_version(
     prefix = version_prefix(dataset.id, version)
     for key in store.list(prefix):
         store.delete(key)
-    source = source_from_spec(dataset.source, conninfo, base_dir)
+    source = source_from_spec(dataset.source, access, cancellation)
     return export_records(source, store, prefix, dataset.id, progress=progress)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from herald.catalog.publishing import CatalogSettings
+from herald.catalog.source_access import SourceAccess
 from herald.catalog.store import LocalExportStore
 from herald.catalog.triplestore import OxigraphStore, TripleStore
 from herald.config import Settings
@@ -82,6 +83,11 @@ class CatalogRuntime:
         if self._triple_store is None:
             self._triple_store = shared_triple_store(self.settings, self.catalog)
         return self._triple_store
+
+    @property
+    def source_access(self) -> SourceAccess:
+        """Where this application's sources may read (HERALD_SOURCE_*)."""
+        return SourceAccess.for_settings(self.settings, herald_conninfo=self.conninfo)
 
     @property
     def conninfo(self) -> str:

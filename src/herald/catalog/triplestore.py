@@ -10,6 +10,7 @@ them with ``GRAPH``). The whole catalog exports as Turtle, JSON-LD or RDF/XML.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from rdflib import Graph
 from herald.catalog.errors import TripleStoreError
 from herald.catalog.metadata import PREFIXES
 from herald.config import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ class OxigraphStore:
     """An embedded, on-disk Oxigraph store (one process opens a location at a time)."""
 
     def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.generation = 0  # counts updates: a read snapshot older than it is stale
         if path is not None:
             path.mkdir(parents=True, exist_ok=True)
         try:
@@ -131,6 +136,16 @@ class OxigraphStore:
             self._store.update(sparql)
         except (SyntaxError, OSError, ValueError) as exc:
             raise TripleStoreError(f"update refused: {exc}") from None
+        finally:
+            self.generation += 1
+
+    def backup(self, target: Path) -> None:
+        """A consistent copy at ``target`` (hard links where it can), readable by another
+        process while this one keeps writing; the SPARQL endpoint's processes read these."""
+        try:
+            self._store.backup(str(target))
+        except OSError as exc:
+            raise TripleStoreError(f"cannot snapshot the triple store: {exc}") from None
 
     def _query(self, sparql: str) -> Any:
         try:
@@ -202,10 +217,15 @@ class SparqlEndpointStore:
         except httpx.HTTPError as exc:
             raise TripleStoreError(f"SPARQL endpoint {url} unreachable: {exc}") from None
         if response.status_code >= 400:
-            detail = response.text.strip()[:500]
-            raise TripleStoreError(
-                f"SPARQL endpoint {url} answered {response.status_code}: {detail}"
+            # Its body stays in the log: errors reach API callers, who must never read
+            # what another server answered.
+            log.warning(
+                "SPARQL endpoint %s answered %d: %.500s",
+                url,
+                response.status_code,
+                response.text.strip(),
             )
+            raise TripleStoreError(f"SPARQL endpoint {url} answered {response.status_code}")
         return response
 
     def update(self, sparql: str) -> None:

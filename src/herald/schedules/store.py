@@ -22,6 +22,7 @@ from herald import sql
 from herald.db import AsyncConn, Row
 from herald.errors import HeraldError
 from herald.ops import audit
+from herald.payloads import MAX_DEPTH, too_deep
 from herald.registry import Herald
 from herald.schedules.recurrence import Misfire, Recurrence, RecurrenceError, first_due
 
@@ -162,6 +163,8 @@ def spec_of(row: Row) -> ScheduleSpec:
 def _payload_json(payload: object) -> str:
     if not isinstance(payload, dict):
         raise ScheduleError(f"payload must be a JSON object, got {type(payload).__name__}")
+    if too_deep(payload):
+        raise ScheduleError(f"payload nests deeper than {MAX_DEPTH} levels")
     try:
         text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:

@@ -1,0 +1,2 @@
+-- The role this connection runs as.
+SELECT current_user::text AS role
