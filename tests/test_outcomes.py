@@ -36,11 +36,13 @@ async def test_success_records_the_result(settings: Settings, client: Client) ->
 
 
 async def test_permanent_failure_is_dead_at_attempt_one_with_its_dead_letter(
-    settings: Settings, client: Client
+    settings: Settings, client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     job = await client.enqueue("permanent", {"n": 1}, key="doc-1")
     async with running_worker(settings):
         row = await wait_for_job(client, job.id)
+    # The process's log says so too (herald up had no word for a job that stopped).
+    assert f"job {job.id} is dead (dead letter written)" in caplog.text
     assert (row["state"], row["attempt"]) == ("dead", 1)
     assert [e["message"] for e in row["errors"]] == ["this request can never succeed"]
     letters = await _rows(client, "SELECT * FROM dead_letters")

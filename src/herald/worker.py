@@ -385,6 +385,7 @@ class Worker:
         except Snooze as exc:
             outcome = _Outcome(ctx.job_id, ctx.fence, "snooze", delay=exc.seconds)
         except Permanent as exc:
+            log.warning("job %d (%s) failed permanently: %s", ctx.job_id, ctx.kind, exc)
             outcome = _Outcome(ctx.job_id, ctx.fence, "dead", error=_error("permanent", exc))
         except Cancel as exc:
             outcome = _Outcome(ctx.job_id, ctx.fence, "cancelled", error=_error("cancelled", exc))
@@ -619,6 +620,9 @@ class Worker:
                 self.stats.succeeded += 1
             elif state == "dead":
                 self.stats.dead += 1
+                # Operators watching a process's log see every job that stops for good.
+                reason = json.loads(o.error).get("message") if o.error else o.outcome
+                log.warning("job %d is dead (dead letter written): %s", o.job_id, reason)
             elif state == "cancelled":
                 self.stats.cancelled += 1
             elif o.outcome == "snooze":
