@@ -74,13 +74,6 @@ class Kind:
     # internal kind that only its own application code enqueues.
     api_scope: str | None = "submit"
 
-    @property
-    def keeps_forever(self) -> bool:
-        return self.retention is not None and math.isinf(self.retention)
-
-    def step_names(self) -> list[str]:
-        return [s.name for s in self.steps]
-
     def first_step_index(self, step: str | None) -> int:
         """Index of the step to run, given the job's saved current step."""
         if step is None:

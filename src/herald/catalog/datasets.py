@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from herald import sql
@@ -309,37 +308,6 @@ def _version(row: Row, files: Sequence[FileRecord] = ()) -> VersionRecord:
         job_error=row.get("job_error"),
         progress=row.get("job_progress"),
     )
-
-
-async def start_version(
-    conn: AsyncConn, dataset_id: str, job_id: int | None = None
-) -> tuple[VersionRecord, bool]:
-    """Request a new version; if a publication is already active, return that one.
-
-    Returns ``(version, started)``. Runs in a savepoint when ``conn`` is inside a
-    transaction, so a refused start does not abort the caller's transaction.
-    """
-    while True:
-        try:
-            async with conn.transaction():
-                cursor = await conn.execute(
-                    sql.query("catalog_version_start"),
-                    {"dataset_id": dataset_id, "job_id": job_id},
-                )
-                row = await cursor.fetchone()
-            if row is None:
-                raise UnknownDataset(dataset_id)
-            return _version(row), True
-        except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name != "dataset_versions_one_active":
-                raise
-            cursor = await conn.execute(
-                sql.query("catalog_version_active"), {"dataset_id": dataset_id}
-            )
-            active = await cursor.fetchone()
-            if active is not None:
-                return _version(active), False
-            # The active one finished in between: try again for a fresh number.
 
 
 async def set_version_job(conn: AsyncConn, dataset_id: str, version: int, job_id: int) -> None:

@@ -211,7 +211,7 @@ def _steps(caller: Caller, job: Row) -> list[StepView]:
         kind = caller.state.app.kind(job["kind"])
     except UnknownKind:
         return []
-    names = kind.step_names() if kind.pipeline else []
+    names = [step.name for step in kind.steps] if kind.pipeline else []
     if not names:
         return []
     try:

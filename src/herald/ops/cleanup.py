@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,23 +186,6 @@ class CleanupRunner:
                 log.warning("cleanup pass failed (%s); will try again", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), self.interval)
-
-
-async def run_cleanup(app: Herald, settings: Settings, **options: Any) -> int:
-    """Run a cleanup runner until SIGTERM/SIGINT (an entry point for the CLI).
-
-    ``options`` are :class:`CleanupRunner`'s: interval, batch, lease, backoff.
-    """
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    runner = await CleanupRunner.open(app, settings, **options)
-    try:
-        await runner.run(stop)
-    finally:
-        await runner.close()
-    return 0
 
 
 async def backlog(conn: Source) -> Backlog:
