@@ -23,6 +23,7 @@ from herald.api.auth import hash_token
 from herald.cli import _parser, main
 from herald.client import open_connection
 from herald.config import Settings
+from tests.eventually import eventually
 from tests.procs import herald_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,13 +122,7 @@ def _start_up(settings: Settings, port: int, log_path: Path) -> subprocess.Popen
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str, within: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while loop.time() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    await eventually(check, what=what, within=within, interval=0.1)
 
 
 async def _until_ready(

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from herald import sql
 from herald.config import Settings
 from herald.db import AsyncConn
+from herald.periodic import run_periodically
 from herald.registry import Herald
 
 log = logging.getLogger(__name__)
@@ -143,11 +143,18 @@ class Maintenance:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Rescue every rescue interval and prune every prune interval until stopped."""
-        while not stopping.is_set():
-            try:
-                await self.run_pass(stopping)
-            except Exception as exc:  # must survive database restarts and surprises
-                self.stats.errors += 1
-                log.warning("maintenance pass failed (%s); will try again", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.settings.rescue_interval)
+
+        async def one_pass() -> None:
+            await self.run_pass(stopping)
+
+        def count(_: Exception) -> None:
+            self.stats.errors += 1
+
+        await run_periodically(
+            one_pass,
+            every=self.settings.rescue_interval,
+            stopping=stopping,
+            what="maintenance pass",
+            log=log,
+            on_error=count,
+        )
