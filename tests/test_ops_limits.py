@@ -254,7 +254,7 @@ async def test_the_pruner_deletes_free_slots_and_idle_full_buckets_only(
     await pool.open()
     try:
         maintenance = Maintenance(Herald(), settings, pool)
-        assert await maintenance.prune_limits_once() is False  # no batch was full
+        await maintenance.prune_hooks_once()  # the installed hook, through its entry point
     finally:
         await pool.close()
 
@@ -265,4 +265,4 @@ async def test_the_pruner_deletes_free_slots_and_idle_full_buckets_only(
         assert [r["key"] for r in await cur.fetchall()] == ["busy", "recent"]
         # The deleted state changes no decision: the free slot is taken again at once.
         assert await limits.acquire_slot(conn, "gone", 1, job_id=1, fence=1) == 0
-    assert maintenance.stats.pruned_limits == 4
+    assert maintenance.stats.pruned_by_hook == {"limits": 4}
