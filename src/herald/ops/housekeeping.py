@@ -133,7 +133,7 @@ class Housekeeper:
         try:
             async with self.pool.connection() as conn:
                 cur = await conn.execute(
-                    sql.query("duty_hold"),
+                    sql.query("ops_duty_hold"),
                     {"names": names, "holder": self.holder, "lease_s": self.lease},
                 )
                 held = frozenset(row["name"] for row in await cur.fetchall())
@@ -155,7 +155,7 @@ class Housekeeper:
         with contextlib.suppress(psycopg.Error, OSError):
             async with self.pool.connection() as conn:
                 await conn.execute(
-                    sql.query("duty_release"), {"holder": self.holder, "names": list(self.held)}
+                    sql.query("ops_duty_release"), {"holder": self.holder, "names": list(self.held)}
                 )
         self.held = frozenset()
 
@@ -200,5 +200,5 @@ class Housekeeper:
 
 async def duties(conn: AsyncConn) -> list[dict[str, Any]]:
     """Who holds which duty, and whether its lease is live (for operators)."""
-    cur = await conn.execute(sql.query("duty_list"))
+    cur = await conn.execute(sql.query("ops_duty_list"))
     return list(await cur.fetchall())

@@ -216,18 +216,18 @@ async def prune_once(pool: AsyncConnectionPool[AsyncConn], settings: Settings) -
     entry point ``limits``).
     """
     async with pool.connection() as conn:
-        cur = await conn.execute(sql.query("prune_slot_keys"), {"limit": SLOT_KEYS_BATCH})
+        cur = await conn.execute(sql.query("ops_prune_slot_keys"), {"limit": SLOT_KEYS_BATCH})
         keys = [row["key"] for row in await cur.fetchall()]
         deleted = 0
         if keys:
             async with conn.transaction():
-                cur = await conn.execute(sql.query("prune_slot_lock"), {"keys": keys})
+                cur = await conn.execute(sql.query("ops_prune_slot_lock"), {"keys": keys})
                 locked = [row["key"] for row in await cur.fetchall()]
                 if locked:
-                    cur = await conn.execute(sql.query("prune_slot_delete"), {"keys": locked})
+                    cur = await conn.execute(sql.query("ops_prune_slot_delete"), {"keys": locked})
                     deleted += max(0, cur.rowcount)
         cur = await conn.execute(
-            sql.query("prune_rate_buckets"),
+            sql.query("ops_prune_rate_buckets"),
             {"retention_s": settings.default_retention, "limit": BUCKETS_BATCH},
         )
         buckets = max(0, cur.rowcount)
