@@ -136,9 +136,7 @@ async def test_a_database_migrated_by_the_released_chain_keeps_working(
         assert upgraded == await _snapshot(conn, fresh)
 
 
-async def test_an_edited_released_file_is_still_refused(
-    database: str, schemas: list[str]
-) -> None:
+async def test_an_edited_released_file_is_still_refused(database: str, schemas: list[str]) -> None:
     schema = schemas[0]
     async with await connect(conninfo(database, schema)) as conn:
         await migrate(conn, schema, only=["core"])

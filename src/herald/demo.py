@@ -280,8 +280,11 @@ def _summary(
     print(f"  files under:                  {(settings.data_dir / 'exports').resolve()}")
     print(f"  this version:                 {urls.version(record.dataset_id, record.version)}")
     print(f"  the catalog:                  {urls.catalog_graph}")
-    print("\nThese URLs are served by the API (`herald up`), to an API key with the read scope:")
-    print("  .venv/bin/herald apikey create me --scopes read   # prints a token, once")
-    print("  .venv/bin/herald up                               # API, worker, scheduler")
+    print(
+        "\nThese URLs are served by the API (`herald up`; pip install -e '.[api]'), to an API "
+        "key with the read scope:"
+    )
+    print("  .venv/bin/herald apikey create me --scopes read      # prints a token, once")
+    print("  .venv/bin/herald up --app herald.demo:app            # API, worker, scheduler")
     print(f'  curl -H "Authorization: Bearer <token>" {urls.catalog_graph}')
     return 0
