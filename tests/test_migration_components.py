@@ -4,6 +4,7 @@ migrated by the released single chain keep working unchanged."""
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from psycopg import sql as psql
 
+from herald import sql
 from herald.db import AsyncConn, connect, conninfo
 from herald.migrate import RELEASED_AS, MigrationError, available, components, migrate
 
@@ -115,19 +117,19 @@ async def test_a_database_migrated_by_the_released_chain_keeps_working(
     released, fresh = schemas
     whole = (RELEASED / "0008_housekeeping.sql").read_text(encoding="utf-8")
     assert hashlib.sha256(whole.encode()).hexdigest() == RELEASED_AS[8]
+    before = [m for m in available() if m.version < 8]  # byte for byte what was released
+    chain = [(m.version, m.name, m.checksum, m.body) for m in before]
+    chain.append((8, "housekeeping", RELEASED_AS[8], whole))
     async with await connect(conninfo(database, released)) as conn:
-        # Everything before 0008 is byte for byte what was released.
-        await migrate(conn, released, only=[c for c in components() if c != "catalog"])
-        await migrate(conn, released, only=["catalog"])  # the rest up to the split
-        await conn.execute(psql.SQL("DROP TABLE duties"))
-        await conn.execute(psql.SQL("ALTER TABLE dataset_versions DROP COLUMN columns"))
-        await conn.execute(psql.SQL("DELETE FROM schema_migrations WHERE version >= 8"))
-        async with conn.transaction():  # what the released 0008 did, and recorded
-            await conn.execute(psql.SQL(whole))
-            await conn.execute(
-                "INSERT INTO schema_migrations (version, name, checksum) VALUES (8, %s, %s)",
-                ("housekeeping", RELEASED_AS[8]),
-            )
+        await conn.execute(psql.SQL("CREATE SCHEMA {}").format(psql.Identifier(released)))
+        await conn.execute(sql.query("migrations_bootstrap"))
+        for version, name, checksum, body in chain:  # as the released Herald applied it
+            async with conn.transaction():
+                await conn.execute(psql.SQL(body))
+                await conn.execute(
+                    sql.query("migrations_record"),
+                    {"version": version, "name": name, "checksum": checksum},
+                )
         applied = await migrate(conn, released)
         assert [m.version for m in applied] == [m.version for m in available() if m.version > 8]
         upgraded = await _snapshot(conn, released)
@@ -143,3 +145,16 @@ async def test_an_edited_released_file_is_still_refused(database: str, schemas: 
         await conn.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
         with pytest.raises(MigrationError, match="0001_jobs was changed"):
             await migrate(conn, schema)
+
+
+async def test_the_shared_error_cap_keeps_the_latest_20(database: str, schemas: list[str]) -> None:
+    schema = schemas[0]
+    async with await connect(conninfo(database, schema)) as conn:
+        await migrate(conn, schema, only=["core"])
+        cur = await conn.execute(
+            "SELECT herald_append_error(herald_append_error(%s::jsonb, '{\"n\": 20}'),"
+            " '{\"n\": 21}') AS errors",
+            (json.dumps([{"n": n} for n in range(20)]),),
+        )
+        row = await cur.fetchone()
+    assert row is not None and [e["n"] for e in row["errors"]] == list(range(2, 22))
