@@ -22,6 +22,7 @@ from herald.config import Settings
 from herald.db import AsyncConn
 from herald.periodic import run_periodically
 from herald.registry import Herald
+from herald.states import JobState
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class Maintenance:
             cur = await conn.execute(sql.query("rescue"), {"limit": RESCUE_BATCH})
             rows = await cur.fetchall()
         for row in rows:
-            if row["state"] == "dead":
+            if row["state"] == JobState.DEAD:
                 self.stats.rescued_dead += 1
                 log.warning("job %d dead-lettered: lease expired with no attempts left", row["id"])
             else:

@@ -13,6 +13,7 @@ from herald.catalog.admission import create_version
 from herald.catalog.datasets import (
     Dataset,
     InvalidTransition,
+    VersionState,
     forget_files,
     get_dataset,
     get_version,
@@ -102,20 +103,22 @@ async def test_versions_move_through_their_states(conn: AsyncConn) -> None:
     assert first is not None and first.state == "requested" and first.job_id == 7
     assert not await create_version(conn, "measures", 1, 7)  # a retried get_data
     await set_version_job(conn, "measures", 1, 42)
-    await transition(conn, "measures", 1, "exporting")
+    await transition(conn, "measures", 1, VersionState.EXPORTING)
     await record_files(conn, "measures", 1, files(1))
     await record_files(conn, "measures", 1, files(1))  # a retried export records again
-    await transition(conn, "measures", 1, "exported", record_count=1000)
+    await transition(conn, "measures", 1, VersionState.EXPORTED, record_count=1000)
     with pytest.raises(InvalidTransition, match="is exported; it cannot become deleted"):
-        await transition(conn, "measures", 1, "deleted")
+        await transition(conn, "measures", 1, VersionState.DELETED)
     report = {"tier": "high", "conforms": True, "findings": []}
     published = await transition(
-        conn, "measures", 1, "published", validation=report, metadata="<a> <b> <c> ."
+        conn, "measures", 1, VersionState.PUBLISHED, validation=report, metadata="<a> <b> <c> ."
     )
     assert published.published_at is not None and published.record_count == 1000
 
     assert await create_version(conn, "measures", 2, 43)
-    failed = await transition(conn, "measures", 2, "failed", error="persist_data: invalid")
+    failed = await transition(
+        conn, "measures", 2, VersionState.FAILED, error="persist_data: invalid"
+    )
     assert failed.error == "persist_data: invalid"
     assert await create_version(conn, "measures", 3, 44)
     assert not await create_version(conn, "measures", 2, 45)  # numbers are never reused
@@ -130,9 +133,9 @@ async def test_versions_move_through_their_states(conn: AsyncConn) -> None:
         (2, "failed"),
         (1, "published"),
     ]
-    await transition(conn, "measures", 1, "deleting")
+    await transition(conn, "measures", 1, VersionState.DELETING)
     assert await forget_files(conn, "measures", 1) == sorted(f.key for f in files(1))
-    deleted = await transition(conn, "measures", 1, "deleted")
+    deleted = await transition(conn, "measures", 1, VersionState.DELETED)
     assert deleted.deleted_at is not None
     assert not await create_version(conn, "missing", 1, 46)
 

@@ -16,7 +16,7 @@ import pytest
 from herald import Client, Herald, Outcome, Settings, Worker
 from herald.catalog import datasets as registry
 from herald.catalog import pipeline, undo
-from herald.catalog.datasets import Dataset, UnknownDataset
+from herald.catalog.datasets import Dataset, UnknownDataset, VersionState
 from herald.catalog.errors import CatalogError
 from herald.catalog.pipeline import (
     catalog_runtime,
@@ -346,7 +346,7 @@ async def test_the_catalog_duties_undo_what_no_cleanup_would(
     produced = export_version((await _stored(catalog)), 1, catalog.files, runtime.source_access)
     async with catalog.client.pool.connection() as conn:
         await registry.record_files(conn, DATASET_ID, 1, produced.files)
-        await registry.transition(conn, DATASET_ID, 1, "exporting")
+        await registry.transition(conn, DATASET_ID, 1, VersionState.EXPORTING)
     await cancel(catalog.client.pool, admitted.id, actor="tester", reason="wrong source")
     record = await catalog.version(1)
     assert (record.state, record.status) == ("exporting", "failed")  # shown at once
