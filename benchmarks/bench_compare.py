@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import uuid
 from collections.abc import Awaitable, Callable
 
 from benchmarks import bench_core, bench_pgqueuer
+from benchmarks.bench_app import app
 from herald import loop
 from herald.client import Client, JobSpec
 from herald.config import Settings
@@ -65,7 +67,7 @@ WHERE j.id = done.id AND j.fence = done.fence AND j.state = 'running'
 async def bench_bare(url: str, jobs: int, concurrency: int, connections: int) -> float:
     """Jobs/s drained by ``connections`` bare claim/complete loops, batches of C."""
     async with bench_core.fresh_schema(url) as settings:
-        async with await Client.open(bench_core.app, settings) as client:
+        async with await Client.open(app, settings) as client:
             for i in range(0, jobs, 5000):
                 chunk = [JobSpec("bench.noop", {"n": i + j}) for j in range(min(5000, jobs - i))]
                 await client.enqueue_many(chunk)
@@ -129,18 +131,18 @@ async def main(argv: list[str] | None = None) -> int:
         figures: dict[str, tuple[float, float]] = {}
         if "herald" in systems:
             figures["Herald"] = await best_of(
-                args.repeat, lambda c=c: bench_core.bench_drain(url, args.jobs, 1, c, None)
+                args.repeat, functools.partial(bench_core.bench_drain, url, args.jobs, 1, c, None)
             )
         if "pgqueuer" in systems:
             # PgQueuer refuses a task cap below twice its batch: it claims C/2 at a time.
             pgq = ["--batch-size", str(max(1, c // 2)), "--max-concurrent-tasks", str(c)]
             figures["PgQueuer"] = await best_of(
-                args.repeat, lambda pgq=pgq: bench_pgqueuer.bench_drain(url, args.jobs, 1, pgq)
+                args.repeat, functools.partial(bench_pgqueuer.bench_drain, url, args.jobs, 1, pgq)
             )
         if "bare" in systems:
             for n in (1, 2):
                 figures[f"bare SQL ({n} conn.)"] = await best_of(
-                    args.repeat, lambda c=c, n=n: bench_bare(url, args.jobs, c, n)
+                    args.repeat, functools.partial(bench_bare, url, args.jobs, c, n)
                 )
         print(f"concurrency {c}")
         for name, (best, median) in figures.items():
