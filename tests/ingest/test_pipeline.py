@@ -1,0 +1,68 @@
+"""Fetch, stage and process against a real sandbox and a real PostgreSQL, end to end."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from herald.client import Client, Outcome
+from herald.config import Settings
+from herald.ingest.providers import request_fetch
+from herald.ingest.sandbox import FeedConfig, Sandbox, SnapshotSpec, expected_snapshot
+from tests.ingest.harness import (
+    add_provider,
+    canonical,
+    ingest_app,
+    open_conn,
+    running_worker,
+    wait_for_job,
+    wait_for_run,
+)
+
+
+async def test_a_snapshot_is_fetched_staged_and_processed_into_canonical_plans(
+    settings: Settings,
+) -> None:
+    spec = SnapshotSpec(seed=3, plans=900, zones=3, plans_per_base=2, malformed_every=97)
+    app = ingest_app(settings)
+    async with (
+        Sandbox({"acme": FeedConfig(spec=spec)}) as sandbox,
+        await Client.open(app, settings) as client,
+        await open_conn(settings) as conn,
+    ):
+        await add_provider(conn, "acme", sandbox.feed_url("acme"))
+        admitted = await request_fetch(client, "acme")
+        async with running_worker(app, settings):
+            fetched = await wait_for_job(client, admitted.id)
+            assert fetched["state"] == "succeeded", fetched["errors"]
+            run = await wait_for_run(conn, fetched["result"]["run_id"], ("processed",))
+        expected = expected_snapshot(spec, 1)
+        found = await canonical(conn, "acme")
+        assert set(found) == set(expected)
+        for identity, plan in expected.items():
+            row = found[identity]
+            assert row["title"] == plan.title
+            assert row["starts_at"] == plan.starts_at.replace(tzinfo=dt.UTC)
+            assert row["ends_at"] == plan.ends_at.replace(tzinfo=dt.UTC)
+            assert row["ever_online"] == plan.online
+            assert row["min_price"] == min(plan.prices) and row["max_price"] == max(plan.prices)
+            assert [Decimal(str(z["price"])) for z in row["zones"]] == list(plan.prices)
+            assert row["first_seen_at"] == row["last_seen_at"] == run["snapshot_at"]
+        assert run["rows_staged"] == len(expected) == run["rows_done"]
+        assert run["rows_failed"] == 0 and run["rejected"] > 0
+        cur = await conn.execute(
+            "SELECT count(*) AS n FROM ingest_quarantine WHERE run_id = %s", (run["id"],)
+        )
+        assert (await cur.fetchone() or {})["n"] == run["rejected"]
+
+
+async def test_a_second_trigger_while_one_is_active_returns_the_active_fetch(
+    settings: Settings,
+) -> None:
+    app = ingest_app(settings)
+    async with await Client.open(app, settings) as client, await open_conn(settings) as conn:
+        await add_provider(conn, "acme", "http://127.0.0.1:9/feeds/acme")
+        first = await request_fetch(client, "acme")
+        second = await request_fetch(client, "acme")
+        assert first.outcome is Outcome.CREATED and second.outcome is Outcome.IN_PROGRESS
+        assert second.id == first.id
