@@ -90,3 +90,49 @@ async def canonical(conn: AsyncConn, provider: str) -> dict[tuple[str, str], Row
         (provider,),
     )
     return {(r["base_plan_id"], r["plan_id"]): r for r in await cur.fetchall()}
+
+
+async def fake_fetch_job(conn: AsyncConn, provider: str) -> tuple[int, int]:
+    """A running ``ingest.fetch`` job row (id, fence), as a worker's claim leaves it."""
+    cur = await conn.execute(
+        "INSERT INTO jobs (kind, key, version, state, attempt, fence, lease_owner, "
+        "lease_expires_at, attempted_at) VALUES ('ingest.fetch', %s, "
+        "(SELECT count(*) + 1 FROM jobs WHERE kind = 'ingest.fetch' AND key = %s), 'running', "
+        "1, 1, 'test', herald_now() + interval '1 hour', herald_now()) RETURNING id, fence",
+        (provider, provider),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["id"]), int(row["fence"])
+
+
+async def end_fake_job(conn: AsyncConn, job_id: int) -> None:
+    await conn.execute(
+        "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL, "
+        "finished_at = herald_now() WHERE id = %s",
+        (job_id,),
+    )
+
+
+async def stage_snapshot(
+    conn: AsyncConn, provider: str, spec: Any, version: int, *, batch: int = 500
+) -> int:
+    """Stage snapshot ``version`` of ``spec`` as a fetch would (no HTTP); the staged run's id."""
+    from herald.ingest.fetch import Batch
+    from herald.ingest.formats import new_parser
+    from herald.ingest.sandbox import snapshot_chunks
+    from herald.ingest.staging import RunStager, mark_staged, start_run
+
+    job_id, fence = await fake_fetch_job(conn, provider)
+    run = await start_run(conn, provider, job_id, fence)
+    stager = RunStager(conn, int(run["id"]), provider, fence)
+    parser = new_parser("event-plans")
+    for chunk in snapshot_chunks(spec, version):
+        parser.feed(chunk)
+    parser.close()
+    records, rejected = parser.take()
+    for start in range(0, len(records), batch):
+        await stager(Batch(records[start : start + batch], rejected if start == 0 else []))
+    assert await mark_staged(conn, int(run["id"]), fence, bytes_read=0, attempts=1) is not None
+    await end_fake_job(conn, job_id)
+    return int(run["id"])
