@@ -9,6 +9,7 @@ from herald.client import Client, Outcome
 from herald.config import Settings
 from herald.ingest.providers import request_fetch
 from herald.ingest.sandbox import FeedConfig, Sandbox, SnapshotSpec, expected_snapshot
+from herald.metrics import HeraldMetrics
 from tests.ingest.harness import (
     add_provider,
     canonical,
@@ -50,6 +51,15 @@ async def test_a_snapshot_is_fetched_staged_and_processed_into_canonical_plans(
             assert row["first_seen_at"] == row["last_seen_at"] == run["snapshot_at"]
         assert run["rows_staged"] == len(expected) == run["rows_done"]
         assert run["rows_failed"] == 0 and run["rejected"] > 0
+        metrics = HeraldMetrics()
+        await metrics.refresh(client.pool)
+        text = metrics.render().decode()
+        assert 'herald_ingest_runs{provider="acme",state="processed"} 1.0' in text
+        assert (
+            f'herald_ingest_rows_processed{{outcome="done",provider="acme"}} {len(expected)}.0'
+            in text
+        )
+        assert f'herald_ingest_quarantined{{provider="acme"}} {run["rejected"]}.0' in text
         cur = await conn.execute(
             "SELECT count(*) AS n FROM ingest_quarantine WHERE run_id = %s", (run["id"],)
         )

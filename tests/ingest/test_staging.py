@@ -208,3 +208,32 @@ async def test_repeated_and_out_of_order_snapshots_converge(conn: AsyncConn) -> 
     after = await canonical(conn, "acme")
     assert all(after[i]["last_seen_at"] > before[i]["last_seen_at"] for i in newest)
     assert all(after[i]["first_seen_at"] == before[i]["first_seen_at"] for i in after)
+
+
+async def test_the_housekeeping_pass_readmits_unattended_runs_and_prunes_what_expired(
+    conn: AsyncConn, settings: Settings
+) -> None:
+    from herald.ingest.jobs import housekeeping_pass, ingest_runtime
+    from tests.ingest.harness import ingest_app
+
+    runtime = ingest_runtime(ingest_app(settings))
+    spec = SnapshotSpec(seed=4, plans=50, malformed_every=10)
+    run_id = await stage_snapshot(conn, "acme", spec, 1)
+    first = await housekeeping_pass(runtime)
+    assert first["readmitted"] == 1
+    cur = await conn.execute("SELECT kind, key, payload FROM jobs WHERE kind = 'ingest.process'")
+    assert await cur.fetchall() == [
+        {"kind": "ingest.process", "key": f"run:{run_id}:0", "payload": {"run_id": run_id}}
+    ]
+    assert (await housekeeping_pass(runtime))["readmitted"] == 0  # one is waiting already
+    await drain_run(conn, run_id, "w", poll=0.01)
+    # Fifteen days later (the pass runs on its own connection: age the rows instead).
+    await conn.execute("UPDATE ingest_runs SET finished_at = finished_at - interval '15 days'")
+    await conn.execute(
+        "UPDATE ingest_quarantine SET created_at = created_at - interval '15 days', "
+        "expires_at = expires_at - interval '15 days'"
+    )
+    pruned = await housekeeping_pass(runtime)
+    assert pruned["pruned_rows"] == 45 and pruned["pruned_quarantine"] == 5
+    cur = await conn.execute("SELECT state, rows_done FROM ingest_runs WHERE id = %s", (run_id,))
+    assert await cur.fetchone() == {"state": "processed", "rows_done": 45}  # the run stays

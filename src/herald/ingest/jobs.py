@@ -77,6 +77,7 @@ class IngestConfig:
     busy_snooze: float = 5.0  # seconds a fetch waits when another holds the provider
     quarantine_per_run: int = 1000
     quarantine_days: float = 14.0
+    keep_rows: float = 86_400.0  # seconds staged rows of a finished run are kept
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> IngestConfig:
@@ -87,6 +88,7 @@ class IngestConfig:
             row_attempts=int(_number(env, "HERALD_INGEST_ROW_ATTEMPTS", 3, 1)),
             stuck_after=_number(env, "HERALD_INGEST_STUCK_AFTER", 60.0, 0.1),
             duty_every=_number(env, "HERALD_INGEST_DUTY_EVERY", 5.0, 0.1),
+            keep_rows=_number(env, "HERALD_INGEST_KEEP_ROWS", 86_400.0, 0),
         )
 
     @property
@@ -262,7 +264,8 @@ async def run_process(runtime: IngestRuntime, ctx: JobContext, run_id: int) -> d
 
 
 async def housekeeping_pass(runtime: IngestRuntime) -> dict[str, int]:
-    """Requeue stuck rows, re-admit processing for unattended runs, prune quarantine."""
+    """Requeue stuck rows, re-admit processing for unattended runs, prune expired
+    quarantine and the staged rows of runs finished longer than ``keep_rows`` ago."""
     async with runtime.connection() as conn:
         requeued = await requeue_stuck(conn, runtime.config.stuck_after)
         cur = await conn.execute(sql.query("ingest_runs_unattended"), {"kind": PROCESS})
@@ -271,5 +274,14 @@ async def housekeeping_pass(runtime: IngestRuntime) -> dict[str, int]:
         for run_id in runs:
             await admission.enqueue(PROCESS, {"run_id": run_id}, key=f"run:{run_id}:0", conn=conn)
         cur = await conn.execute(sql.query("ingest_quarantine_prune"), {"limit": 10_000})
-        pruned = cur.rowcount
-    return {"requeued": len(requeued), "readmitted": len(runs), "pruned": max(0, pruned)}
+        pruned = max(0, cur.rowcount)
+        cur = await conn.execute(
+            sql.query("ingest_prune_rows"), {"keep_s": runtime.config.keep_rows, "limit": 50_000}
+        )
+        dropped = max(0, cur.rowcount)
+    return {
+        "requeued": len(requeued),
+        "readmitted": len(runs),
+        "pruned_quarantine": pruned,
+        "pruned_rows": dropped,
+    }
