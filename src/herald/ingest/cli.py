@@ -69,9 +69,17 @@ def add_commands(sub: Any) -> None:
     quarantine.add_argument("--run", type=int, default=None)
     quarantine.add_argument("--limit", type=int, default=20)
     quarantine.add_argument("--raw", action="store_true", help="print each record's raw text")
+    demo = actions.add_parser(
+        "demo", help="sandbox -> fetch -> process -> search, end to end, on the embedded database"
+    )
+    demo.add_argument("--plans", type=int, default=50_000, help="plans in the snapshot")
 
 
 def main(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
+    if args.ingest_command == "demo":
+        from herald.ingest.demo import run_demo
+
+        return loop.run(run_demo(settings, args.plans), settings.event_loop)
     return loop.run(_run(app, settings, args), settings.event_loop)
 
 
