@@ -186,7 +186,7 @@ async def serving(app: FastAPI) -> AsyncIterator[None]:
     state: ApiState = app.state.herald
     info = conninfo(database_url(state.settings), state.settings.schema, "herald-search")
     service = searching.SearchService(
-        info, state.settings.schema, searching.SearchSettings(), state.metrics.registry
+        info, state.settings.schema, searching.SearchSettings.from_env(), state.metrics.registry
     )
     await service.open()
     app.state.ingest_search = service

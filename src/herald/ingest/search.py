@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from herald import sql
+from herald.config import ConfigError
 from herald.db import AsyncConn, Row, connect, make_pool
 from herald.ingest.errors import IngestError
 
@@ -64,6 +66,19 @@ class SearchSettings:
     cache_entries: int = 256
     cache_ttl: float = 30.0
     retry_after: int = 1
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> SearchSettings:
+        """``HERALD_SEARCH_CONCURRENCY`` (bulkhead slots) and ``HERALD_SEARCH_TIMEOUT_MS``."""
+        env = os.environ if environ is None else environ
+        try:
+            concurrency = int(env.get("HERALD_SEARCH_CONCURRENCY") or cls.max_concurrent)
+            timeout = int(env.get("HERALD_SEARCH_TIMEOUT_MS") or cls.statement_timeout_ms)
+        except ValueError:
+            raise ConfigError("HERALD_SEARCH_* must be whole numbers") from None
+        if concurrency < 1 or timeout < 1:
+            raise ConfigError("HERALD_SEARCH_* must be at least 1")
+        return cls(max_concurrent=concurrency, statement_timeout_ms=timeout)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ only a complete snapshot ever becomes claimable.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +108,18 @@ class RunStager:
         self.rejected = 0
 
     async def __call__(self, batch: Batch) -> None:
+        # The fetcher cancels a write in flight when the body breaks; a COPY cut short
+        # would leave the connection mid-command, so the write always runs to its end
+        # (committed or rolled back) before the cancellation goes on.
+        writing = asyncio.ensure_future(self._stage(batch))
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await writing
+            raise
+
+    async def _stage(self, batch: Batch) -> None:
         conn = self.conn
         run_id, attempts = self.run_id, self.limits.row_attempts
         async with conn.transaction():
