@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from decimal import Decimal
 
+from herald import sql
 from herald.client import Client, Outcome
 from herald.config import Settings
 from herald.ingest.providers import request_fetch
@@ -76,3 +78,36 @@ async def test_a_second_trigger_while_one_is_active_returns_the_active_fetch(
         second = await request_fetch(client, "acme")
         assert first.outcome is Outcome.CREATED and second.outcome is Outcome.IN_PROGRESS
         assert second.id == first.id
+
+
+async def test_a_fetch_waits_while_another_attempt_still_holds_the_provider(
+    settings: Settings,
+) -> None:
+    """An attempt that lost its lease but still runs keeps the provider's lock: a newer
+    attempt snoozes instead of fetching beside it, then runs once the lock is free."""
+    spec = SnapshotSpec(seed=2, plans=50)
+    app = ingest_app(settings)
+    async with (
+        Sandbox({"acme": FeedConfig(spec=spec)}) as sandbox,
+        await Client.open(app, settings) as client,
+        await open_conn(settings) as conn,
+        await open_conn(settings) as zombie,
+    ):
+        await add_provider(conn, "acme", sandbox.feed_url("acme"))
+        cur = await zombie.execute(sql.query("ingest_fetch_lock"), {"provider": "acme"})
+        assert (await cur.fetchone() or {})["locked"]
+        admitted = await request_fetch(client, "acme")
+        async with running_worker(app, settings):
+            for _ in range(200):
+                job = await client.get_job(admitted.id)
+                if job is not None and job["snoozes"] >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert job is not None and job["state"] in ("waiting", "running")
+            assert sandbox.requests("acme") == 0
+            cur = await conn.execute("SELECT count(*) AS n FROM ingest_runs")
+            assert (await cur.fetchone() or {})["n"] == 0
+            await zombie.execute(sql.query("ingest_fetch_unlock"), {"provider": "acme"})
+            done = await wait_for_job(client, admitted.id)
+            assert done["state"] == "succeeded" and done["result"]["state"] == "staged"
+        assert sandbox.requests("acme") == 1

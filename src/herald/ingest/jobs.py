@@ -18,6 +18,7 @@ quarantine.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import weakref
@@ -25,6 +26,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import psycopg
 
 from herald import sql
 from herald.client import Client
@@ -179,7 +182,8 @@ async def run_fetch(runtime: IngestRuntime, ctx: JobContext, provider: str) -> d
         try:
             return await _fetch_locked(runtime, ctx, conn, provider)
         finally:
-            if not conn.closed:
+            # Closing the session would release the lock too; a broken one is closed.
+            with contextlib.suppress(psycopg.Error):
                 await conn.execute(sql.query("ingest_fetch_unlock"), {"provider": provider})
 
 
