@@ -127,15 +127,15 @@ async def test_a_worker_killed_mid_batch_has_its_rows_requeued_and_finished_else
     app = ingest_app(settings)
     await add_provider(conn, "victim", "http://127.0.0.1:9/")
     await add_provider(conn, "control", "http://127.0.0.1:9/")
-    spec = SnapshotSpec(seed=5, plans=60_000, plans_per_base=3)
+    spec = SnapshotSpec(seed=5, plans=30_000, plans_per_base=3)
     run_id = await stage_snapshot(conn, "victim", spec, 1, batch=10_000)
     async with await Client.open(app, settings) as client:
         await client.enqueue(PROCESS, {"run_id": run_id}, key=f"run:{run_id}:0")
-    stuck_after = 3.0
+    stuck_after = 8.0
     group = workers(
         settings,
         tmp_path,
-        HERALD_INGEST_BATCH="2000",
+        HERALD_INGEST_BATCH="1000",
         HERALD_INGEST_STUCK_AFTER=str(stuck_after),
         HERALD_INGEST_DUTY_EVERY="0.5",
     )
@@ -155,14 +155,25 @@ async def test_a_worker_killed_mid_batch_has_its_rows_requeued_and_finished_else
             done = (await cur.fetchone() or {"n": 0})["n"]
             return held if held and done >= 4000 else []
 
-        await wait_for(mid_batch, 120, "a batch in processing", group, interval=0.01)
+        # Frozen first, so what it holds cannot change (a commit needs the client), then
+        # killed. Frozen inside its next claim's transaction, it holds no committed claim
+        # (that claim just rolls back): let it go on and freeze it again.
+        orphans: list[int] = []
+        for _ in range(50):
+            await wait_for(mid_batch, 120, "a batch in processing", group, interval=0.01)
+            first.signal(signal.SIGSTOP)
+            await asyncio.sleep(0.3)
+            cur = await conn.execute(
+                "SELECT id FROM ingest_staged WHERE run_id = %s AND state = 'processing'",
+                (run_id,),
+            )
+            orphans = [r["id"] for r in await cur.fetchall()]
+            if orphans:
+                break
+            first.signal(signal.SIGCONT)
         first.signal(signal.SIGKILL)
         killed_at = time.monotonic()
         first.proc.wait(10)
-        cur = await conn.execute(
-            "SELECT id FROM ingest_staged WHERE run_id = %s AND state = 'processing'", (run_id,)
-        )
-        orphans = [r["id"] for r in await cur.fetchall()]
         assert orphans, "the kill should have left a claimed batch behind"
         group.start(*APP, "--queues", "ingest-process", concurrency=1)
 
@@ -203,4 +214,4 @@ async def test_a_worker_killed_mid_batch_has_its_rows_requeued_and_finished_else
     )
     victim = {k: tuple(r[f] for f in fields) for k, r in (await canonical(conn, "victim")).items()}
     clean = {k: tuple(r[f] for f in fields) for k, r in (await canonical(conn, "control")).items()}
-    assert victim == clean and len(victim) == 60_000
+    assert victim == clean and len(victim) == 30_000
