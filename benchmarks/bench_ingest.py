@@ -154,7 +154,7 @@ def fetch_once(schema: str, name: str, base: str, plans: int) -> dict[str, Any]:
 def process_with(schema: str, run_id: int, processes: int, batch: int) -> float:
     started = time.monotonic()
     procs = [_spawn("process", schema, str(run_id), str(batch)) for _ in range(processes)]
-    done = sum(_result(p)["done"] for p in procs)
+    done = sum(int(_result(p)["done"]) for p in procs)
     return done / (time.monotonic() - started)
 
 

@@ -182,7 +182,7 @@ async def test_a_worker_killed_mid_batch_has_its_rows_requeued_and_finished_else
                 "SELECT count(*) AS n FROM ingest_staged WHERE id = ANY(%s) AND state = 'done'",
                 (orphans,),
             )
-            return (await cur.fetchone() or {"n": 0})["n"] == len(orphans)
+            return bool((await cur.fetchone() or {"n": 0})["n"] == len(orphans))
 
         await wait_for(orphans_done, 120, "the orphaned rows processed", group)
         recovered_in = time.monotonic() - killed_at
