@@ -111,3 +111,39 @@ async def test_a_fetch_waits_while_another_attempt_still_holds_the_provider(
             done = await wait_for_job(client, admitted.id)
             assert done["state"] == "succeeded" and done["result"]["state"] == "staged"
         assert sandbox.requests("acme") == 1
+
+
+async def test_a_provider_schedule_fires_the_same_one_fetch_as_manual_triggers(
+    settings: Settings,
+) -> None:
+    from herald.ingest.providers import ProviderSpec, save_provider
+    from herald.schedules import Scheduler
+    from tests.ingest.harness import NOTE
+
+    app = ingest_app(settings)
+    async with await Client.open(app, settings) as client, await open_conn(settings) as conn:
+        spec = ProviderSpec(name="acme", url="http://127.0.0.1:9/", schedule="*/5 * * * *")
+        row, _ = await save_provider(conn, spec, app=app, note=NOTE)
+        manual = await request_fetch(client, "acme")
+        await conn.execute(
+            "UPDATE schedules SET next_due_at = herald_now() - interval '5 seconds' WHERE id = %s",
+            (row["schedule_id"],),
+        )
+        scheduler = Scheduler(client)
+        fired = await scheduler.tick()
+        assert fired.taken == 1 and fired.in_progress == 1  # the manual fetch is active
+        cur = await conn.execute("SELECT count(*) AS n FROM jobs WHERE kind = 'ingest.fetch'")
+        assert (await cur.fetchone() or {})["n"] == 1
+        await conn.execute(
+            "UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = %s", (manual.id,)
+        )
+        await conn.execute(
+            "UPDATE schedules SET next_due_at = herald_now() - interval '5 seconds' WHERE id = %s",
+            (row["schedule_id"],),
+        )
+        fired = await scheduler.tick()
+        assert fired.fired == 1 and fired.in_progress == 0
+        cur = await conn.execute(
+            "SELECT key, payload FROM jobs WHERE kind = 'ingest.fetch' AND state = 'waiting'"
+        )
+        assert await cur.fetchall() == [{"key": "acme", "payload": {"provider": "acme"}}]
