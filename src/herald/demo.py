@@ -44,6 +44,7 @@ from herald.catalog.publishing import CatalogSettings
 from herald.catalog.triplestore import TripleStore, export_catalog
 from herald.client import Client, open_connection
 from herald.config import Settings
+from herald.ingest.jobs import register_ingest
 from herald.migrate import migrate
 from herald.ops.housekeeping import Housekeeper
 from herald.registry import Herald
@@ -59,6 +60,7 @@ def create_app(settings: Settings | None = None) -> Herald:
     """A Herald application with the catalog's kinds (``catalog.publish``, ...)."""
     app = Herald()
     register_catalog(app, settings or Settings.from_env())
+    register_ingest(app, settings or Settings.from_env())  # ingest.fetch, ingest.process
     return app
 
 

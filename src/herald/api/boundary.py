@@ -47,7 +47,7 @@ class Boundary:
         self.api = api
 
     def _needs_key(self, path: str) -> bool:
-        if path == "/v1" or path.startswith("/v1/"):
+        if path == "/v1" or path.startswith("/v1/") or path == "/search":
             return True
         return path == "/metrics" and self.api.metrics == "key"
 
