@@ -18,7 +18,7 @@ from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.registry import Herald
 from herald.social.accounts import PRIMARY_SECRET
-from herald.social.config import SocialSettings
+from herald.social.config import DOCUMENTED_QUOTAS, Quota, SocialSettings
 from herald.social.crypto import TokenCipher
 from herald.social.pipeline import register_social
 from herald.social.runtime import SocialRuntime
@@ -120,7 +120,9 @@ async def social_service(
 ) -> AsyncIterator[Service]:
     env = {"HERALD_TOKEN_KEYS": TokenCipher.generate_key(), **(environ or {})}
     app = Herald()
-    config = SocialSettings(**{"backoff": FAST, **social})
+    # Buckets far above what a test sends, unless the test is about them.
+    generous = {p: Quota(10_000, 10.0) for p in DOCUMENTED_QUOTAS}
+    config = SocialSettings(**{"backoff": FAST, "quotas": generous, **social})
     runtime = register_social(app, settings, config, environ=env)
     api = create_app(app, settings, ApiSettings())
     async with (
