@@ -149,7 +149,9 @@ async def test_one_trace_runs_from_the_request_through_the_queue_to_each_platfor
     request, admission = by_name["POST /social/posts"], by_name["social.admission"]
     assert admission.parent is not None and admission.parent.span_id == request.context.span_id
     steps = [by_name[f"social.post {s}"] for s in ("auth", "media", "publish")]
-    assert all(s.parent is not None and s.parent.span_id == admission.context.span_id for s in steps)
+    assert all(
+        s.parent is not None and s.parent.span_id == admission.context.span_id for s in steps
+    )
     calls = [s for s in finished if s.name.startswith("mastodon ")]
     assert {c.name for c in calls} == {
         "mastodon GET /api/v1/accounts/verify_credentials",
