@@ -20,6 +20,7 @@ from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
 from herald.migrate import migrate
 from herald.registry import Herald
+from herald.social import cli as social_cli
 from herald.worker import Worker, run_worker
 
 DEFAULT_APP = "herald.demo:app"
@@ -149,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--records", type=int, default=300_000, help="generated records")
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
+    social_cli.add_commands(sub)  # social accounts|link|post|disconnect|keygen|sandbox|demo
     _finish(sub)
     return parser
 
@@ -365,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = load_app(app_spec)
         if args.command == catalog_cli.COMMAND:
             return catalog_cli.main(app, settings, args)
+        if args.command == social_cli.COMMAND:
+            return social_cli.main(app, settings, args)
         if args.command == "worker":
             return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":

@@ -47,6 +47,7 @@ from herald.config import Settings
 from herald.migrate import migrate
 from herald.ops.housekeeping import Housekeeper
 from herald.registry import Herald
+from herald.social.pipeline import register_social
 from herald.worker import Worker
 
 DEFAULT_RECORDS = 300_000
@@ -55,9 +56,11 @@ _TIMEOUT = 1800.0  # seconds: the demo gives up rather than wait forever
 
 
 def create_app(settings: Settings | None = None) -> Herald:
-    """A Herald application with the catalog's kinds (``catalog.publish``, ...)."""
+    """A Herald application with the catalog's kinds (``catalog.publish``, ...) and the
+    social ones (``social.post``, ``social.revoke``)."""
     app = Herald()
     register_catalog(app, settings or Settings.from_env())
+    register_social(app, settings or Settings.from_env())
     return app
 
 
