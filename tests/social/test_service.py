@@ -9,8 +9,10 @@ import pytest
 
 from herald.client import open_connection
 from herald.config import Settings
+from herald.social.accounts import rotate_credentials
+from herald.social.crypto import TokenCipher
 from herald.social.sandbox import Sandbox
-from tests.social.service import Service, social_service
+from tests.social.service import Service, link_body, social_service
 
 
 @pytest.fixture
@@ -161,3 +163,41 @@ async def test_disconnecting_revokes_at_the_platform_fails_queued_posts_and_wipe
     )
     actions = [entry["action"] for entry in audit.json()]
     assert actions == ["disconnect_account", "link_account"]
+
+
+async def test_users_and_scopes_follow_the_rest_of_the_api(service: Service) -> None:
+    created = await service.http.post(
+        "/users", json={"username": "ada", "email": "ada@example.org"}, headers=service.auth()
+    )
+    assert created.status_code == 201, created.text
+    again = await service.http.post(
+        "/users", json={"username": "ada", "email": "ada@example.org"}, headers=service.auth()
+    )
+    assert again.status_code == 409
+    assert (await service.http.get("/accounts")).status_code == 401
+    submitter = await service.key("poster", ["submit"])
+    body = link_body(service.sandbox, "webhook")
+    refused = await service.http.post("/accounts", json=body, headers=service.auth(submitter))
+    assert refused.status_code == 403
+    linked = await service.link("webhook", user_id=created.json()["id"])
+    assert linked["user_id"] == created.json()["id"] and linked["owner"] == "admin"
+    health = await service.http.get("/health")
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+
+
+async def test_rotated_keys_still_decrypt_and_re_encrypting_moves_every_token_to_the_newest(
+    service: Service, sandbox: Sandbox
+) -> None:
+    account = await service.link("webhook")
+    old = service.environ["HERALD_TOKEN_KEYS"]
+    newest = TokenCipher.generate_key()
+    service.runtime.environ = {**service.environ, "HERALD_TOKEN_KEYS": f"{newest},{old}"}
+    service.runtime.reload_keys()
+    accepted = (await service.post(account["id"], "after rotation", "k-rot")).json()
+    async with service.worker():
+        assert (await service.settled(accepted["job_id"]))["state"] == "succeeded"
+    async with await open_connection(service.settings) as conn:
+        assert await rotate_credentials(conn, service.runtime.cipher) == 1
+        assert await rotate_credentials(conn, service.runtime.cipher) == 0
+    stored = await stored_row(service, "social_accounts", account["id"])
+    assert TokenCipher([newest]).key_index(str(stored["credentials"])) == 0

@@ -271,3 +271,25 @@ async def mark_revoked(conn: AsyncConn, account_id: int, reason: str) -> Row | N
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(sql.query("social_account_revoked"), {"id": account_id, "reason": reason})
     return await cur.fetchone()
+
+
+async def rotate_credentials(conn: AsyncConn, cipher: TokenCipher) -> int:
+    """Re-encrypt every credential not under the newest key; how many were.
+
+    Run after putting a new key first in ``HERALD_TOKEN_KEYS``; once it answers 0 the
+    older keys can be removed.
+    """
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(sql.query("social_accounts_encrypted"))
+    rotated = 0
+    for row in await cur.fetchall():
+        if not cipher.needs_rotation(row["credentials"]):
+            continue
+        context = credential_context(row["provider"], row["base_url"], row["external_id"])
+        ciphertext = cipher.rotate(row["credentials"], context=context)
+        await conn.execute(
+            sql.query("social_account_store_credentials"),
+            {"id": row["id"], "credentials": ciphertext},
+        )
+        rotated += 1
+    return rotated

@@ -24,7 +24,7 @@ PROVIDERS = ("mastodon", "bluesky", "facebook", "webhook")
 
 
 def add_commands(sub: Any) -> None:
-    """Add ``herald social accounts|link|post|disconnect|keygen|sandbox|demo``."""
+    """Add ``herald social accounts|link|post|disconnect|keygen|rotate-keys|sandbox|demo``."""
     social = sub.add_parser(COMMAND, help="social publishing: accounts, posts, sandbox, demo")
     actions = social.add_subparsers(dest="social_command", required=True, metavar="ACTION")
     listing = actions.add_parser("accounts", help="list linked accounts (never credentials)")
@@ -46,6 +46,9 @@ def add_commands(sub: Any) -> None:
     disconnect.add_argument("account_id", type=int)
     disconnect.add_argument("--reason", required=True, help="why (for the audit log)")
     actions.add_parser("keygen", help="print a new key for HERALD_TOKEN_KEYS")
+    actions.add_parser(
+        "rotate-keys", help="re-encrypt stored tokens under the newest HERALD_TOKEN_KEYS key"
+    )
     sandbox = actions.add_parser("sandbox", help="run the sandbox platform server (foreground)")
     sandbox.add_argument("--port", type=int, default=8765)
     sandbox.add_argument("--accounts", type=int, default=1)
@@ -140,6 +143,11 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
             )
             outcome = "created" if admitted.created else "replay"
             print(f"post {admitted.post_id}: job {admitted.job_id} ({outcome})")
+            return 0
+        if command == "rotate-keys":
+            async with client.pool.connection() as conn:
+                count = await accounts.rotate_credentials(conn, runtime.cipher)
+            print(f"{count} account(s) re-encrypted under the newest key")
             return 0
         if command == "disconnect":
             done = await admission.request_disconnect(

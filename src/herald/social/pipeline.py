@@ -142,14 +142,18 @@ class _Job:
         return steps.StepKeys.for_job(f"{self.runtime.job_namespace}:post:{self.post_id}")
 
     async def adapter(self) -> tuple[Row, Adapter]:
-        """The account (still usable) and an adapter holding its credentials."""
-        async with self.pool.connection() as conn:
-            try:
-                row = await accounts.get_account(
-                    conn, self.account_id, trust=self.runtime.social.auth_trust
-                )
-            except NotFound:
-                raise await self.fail(f"account {self.account_id} does not exist") from None
+        """The account (still usable) and an adapter holding its credentials; read once
+        per attempt (the auth step's read), again by an attempt resuming later on."""
+        row = self.runtime.attempts.get(self.ctx)
+        if row is None:
+            async with self.pool.connection() as conn:
+                try:
+                    row = await accounts.get_account(
+                        conn, self.account_id, trust=self.runtime.social.auth_trust
+                    )
+                except NotFound:
+                    raise await self.fail(f"account {self.account_id} does not exist") from None
+            self.runtime.attempts[self.ctx] = row
         if row["status"] != "active":
             reason = f"account {self.account_id} is {row['status']}"
             if row["status_reason"]:
@@ -230,11 +234,17 @@ async def _auth(job: _Job) -> dict[str, Any]:
     async with job.pool.connection() as conn:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
-            sql.query("social_post_start"), {"id": job.post_id, "job_id": job.ctx.job_id}
+            sql.query("social_post_take"),
+            {
+                "id": job.post_id,
+                "job_id": job.ctx.job_id,
+                "verified_within": job.runtime.social.auth_trust,
+            },
         )
-        post = await cur.fetchone()
-    if post is None:  # published by an earlier job: nothing left to do
+        taken = await cur.fetchone()
+    if taken is None:  # published by an earlier job: nothing left to do
         return {"already_published": True}
+    job.runtime.attempts[job.ctx] = taken  # what the next steps of this attempt reuse
     row, adapter = await job.adapter()
     if not row["recently_verified"]:
         info = await job.call(adapter, lambda: steps.check_auth(adapter))
@@ -242,7 +252,7 @@ async def _auth(job: _Job) -> dict[str, Any]:
             await accounts.mark_verified(conn, job.account_id)
         await job.keep_renewed(row, adapter)
         log.debug("account %s verified as %s", job.account_id, info.name)
-    return {"media_url": post["media_url"], "created_at": post["created_at"].isoformat()}
+    return {"media_url": taken["media_url"], "created_at": taken["post_created_at"].isoformat()}
 
 
 async def _media(job: _Job) -> dict[str, Any]:
@@ -274,12 +284,14 @@ async def _publish(job: _Job) -> dict[str, Any]:
     checkpoint = job.ctx.checkpoint
     if checkpoint.get("already_published"):
         return {"post_id": job.post_id, "already_published": True}
-    async with job.pool.connection() as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("social_post_get"), {"id": job.post_id, "job_id": None})
-        post = await cur.fetchone()
-        if post is None:
-            raise Permanent(f"post {job.post_id} does not exist")
+    post = job.runtime.attempts.get(job.ctx)
+    if post is None or "message" not in post:  # an attempt that resumed at publish
+        async with job.pool.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(sql.query("social_post_get"), {"id": job.post_id, "job_id": None})
+            post = await cur.fetchone()
+            if post is None:
+                raise Permanent(f"post {job.post_id} does not exist")
     row, adapter = await job.adapter()
     media = [MediaRef.from_json(m) for m in checkpoint.get("media") or []]
     content = Post(text=post["message"], created_at=_created_at(checkpoint, post))
@@ -312,6 +324,7 @@ async def _publish(job: _Job) -> dict[str, Any]:
         "recovered": published.recovered,
     }
     async with job.ctx.transaction(result) as conn:
+        job.runtime.attempts.pop(job.ctx, None)
         await conn.execute(
             sql.query("social_post_published"),
             {
@@ -328,7 +341,7 @@ def _created_at(checkpoint: Mapping[str, Any], post: Row) -> datetime:
     raw = checkpoint.get("created_at")
     if isinstance(raw, str):
         return datetime.fromisoformat(raw)
-    created: datetime = post["created_at"]
+    created: datetime = post.get("post_created_at") or post["created_at"]
     return created
 
 

@@ -15,10 +15,12 @@ import os
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 from herald.config import Settings
+from herald.context import JobContext
 from herald.registry import Herald
 from herald.social.config import SocialSettings
 from herald.social.crypto import TokenCipher
@@ -44,6 +46,10 @@ class SocialRuntime:
         default_factory=weakref.WeakKeyDictionary
     )
     faults: FaultPlan | None = None
+    # What one attempt's steps share (its post and account rows), gone with the attempt.
+    attempts: weakref.WeakKeyDictionary[JobContext, dict[str, Any]] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
 
     def __post_init__(self) -> None:
         env = os.environ if self.environ is None else self.environ
@@ -56,6 +62,10 @@ class SocialRuntime:
         if self._cipher is None:
             self._cipher = TokenCipher.from_env(self.environ)
         return self._cipher
+
+    def reload_keys(self) -> None:
+        """Read ``HERALD_TOKEN_KEYS`` again (after a key was added in front)."""
+        self._cipher = None
 
     @property
     def job_namespace(self) -> str:
