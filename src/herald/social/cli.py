@@ -100,6 +100,7 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
 
     app = _social_app(app, settings)
     runtime = social_runtime(app)
+    runtime.reload_keys()  # this command's HERALD_TOKEN_KEYS, not a cached earlier reading
     actor = cli_actor()
     async with await Client.open(app, settings) as client:
         command = args.social_command
