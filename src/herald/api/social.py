@@ -25,6 +25,7 @@ from herald.api.state import ApiState, State
 from herald.ops import audit, deadletters
 from herald.ops.errors import NotFound
 from herald.social import accounts, admission, records
+from herald.social.crypto import CipherError
 from herald.social.runtime import SocialRuntime, social_runtime
 from herald.social.tracing import traced_admission, traced_request
 
@@ -45,6 +46,8 @@ IdempotencyKey = Annotated[
     ),
 ]
 Text = Annotated[str, Field(min_length=1, max_length=200, pattern=TEXT)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
+URL = r"^https?://[^\x00\s]+$"
 
 
 class UserIn(Strict):
@@ -58,9 +61,9 @@ class AccountIn(Strict):
     name: Text
     page_id: Annotated[str, Field(min_length=1, max_length=500, pattern=TEXT)]
     access_token: Annotated[str, Field(min_length=1, max_length=8000, pattern=TEXT)]
-    base_url: Annotated[str, Field(max_length=2000, pattern=r"^https?://")] | None = None
-    credentials: dict[str, Annotated[str, Field(max_length=8000, pattern=TEXT)]] | None = None
-    options: dict[str, Annotated[str, Field(max_length=2000, pattern=TEXT)]] | None = None
+    base_url: Annotated[str, Field(max_length=2000, pattern=URL)] | None = None
+    credentials: dict[Name, Annotated[str, Field(max_length=8000, pattern=TEXT)]] | None = None
+    options: dict[Name, Annotated[str, Field(max_length=2000, pattern=TEXT)]] | None = None
     user_id: Annotated[int, Field(ge=1, le=MAX_ID)] | None = None
     reason: Reason | None = None
 
@@ -72,7 +75,7 @@ class PostIn(Strict):
     page_id: Annotated[str, Field(min_length=1, max_length=500, pattern=TEXT)] | None = None
     provider: Annotated[str, Field(pattern=r"^(mastodon|bluesky|facebook|webhook)$")] | None = None
     message: Annotated[str, Field(max_length=100_000, pattern=r"^[^\x00]*$")]
-    media_url: Annotated[str, Field(max_length=4000, pattern=r"^https?://")] | None = None
+    media_url: Annotated[str, Field(max_length=4000, pattern=URL)] | None = None
 
 
 class PostAccepted(BaseModel):
@@ -118,8 +121,11 @@ async def health(state: State) -> dict[str, Any]:
 )
 async def create_user(body: UserIn, state: State, principal: Operator) -> dict[str, Any]:
     note = audit.Note(principal.name, body.reason or audit.NO_REASON)
-    async with state.client.pool.connection() as conn:
-        return await accounts.create_user(conn, body.username, body.email, note=note)
+    try:
+        async with state.client.pool.connection() as conn:
+            return await accounts.create_user(conn, body.username, body.email, note=note)
+    except accounts.InvalidAccount as exc:
+        raise Problem(422, "invalid-user", str(exc)) from None
 
 
 @router.get("/accounts", responses=responses(401, 403), summary="Linked accounts")
@@ -152,10 +158,12 @@ async def link_account(body: AccountIn, state: State, principal: Operator) -> di
     )
     note = audit.Note(principal.name, body.reason or audit.NO_REASON)
     try:
+        cipher = runtime.cipher
+    except CipherError as exc:  # the deployment's keys, not the caller's request
+        raise Problem(503, "not-configured", str(exc)) from None
+    try:
         async with state.client.pool.connection() as conn:
-            row = await accounts.link_account(
-                conn, runtime.cipher, principal.name, request, note=note
-            )
+            row = await accounts.link_account(conn, cipher, principal.name, request, note=note)
     except (accounts.InvalidAccount, ValueError) as exc:
         raise Problem(422, "invalid-account", str(exc)) from None
     return accounts.public_account(row)
