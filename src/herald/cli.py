@@ -21,6 +21,7 @@ from herald.errors import HeraldError
 from herald.ingest import cli as ingest_cli
 from herald.migrate import MigrationError, migrate
 from herald.registry import Herald
+from herald.social import cli as social_cli
 from herald.worker import Worker, run_worker
 
 DEFAULT_APP = "herald.demo:app"
@@ -175,6 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
     ingest_cli.add_commands(sub)  # ingest providers|fetch|runs|run|quarantine
+    social_cli.add_commands(sub)  # social accounts|link|post|disconnect|keygen|sandbox|demo
     _finish(sub)
     return parser
 
@@ -394,6 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return catalog_cli.main(app, settings, args)
         if args.command == ingest_cli.COMMAND:
             return ingest_cli.main(app, settings, args)
+        if args.command == social_cli.COMMAND:
+            return social_cli.main(app, settings, args)
         if args.command == "worker":
             return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":
