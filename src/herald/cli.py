@@ -147,6 +147,10 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="publish a sample dataset to the catalog, end to end, on the embedded database"
     )
     demo.add_argument("--records", type=int, default=300_000, help="generated records")
+    demo.add_argument(
+        "scenario", nargs="?", choices=["catalog", "late-partition"], default="catalog",
+        help="catalog: publish a sample dataset; late-partition: the generations trace",
+    )
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
     _finish(sub)
@@ -356,6 +360,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "migrate":
             return loop.run(_migrate(settings), settings.event_loop)
+        if args.command == "demo" and args.scenario == "late-partition":
+            from herald.generations.late_partition import run_demo as late_partition
+
+            return loop.run(late_partition(settings), settings.event_loop)
         if args.command == "demo":
             from herald.demo import run_demo
 
