@@ -120,3 +120,7 @@ async def deliver(gen: Generations, ctx: JobContext, payload: dict[str, Any]) ->
         "status": status,
         "event": json.loads(body)["event_id"],
     }
+
+
+async def deliveries(conn: AsyncConn, limit: int = 100) -> list[Row]:
+    return await rows(conn, "generations_deliveries_list", {"limit": limit})
