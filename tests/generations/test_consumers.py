@@ -20,7 +20,7 @@ async def _delivered(conn: AsyncConn, count: int) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         done = await rows(conn, "generations_feed", {"after": 0, "dataset": None, "limit": 10})
-        states = [r["state"] for r in await rows(conn, "generations_test_deliveries", {})]
+        states = [r["state"] for r in await outbox.deliveries(conn)]
         if len(states) >= count and all(s != "pending" for s in states) and done:
             return
         await asyncio.sleep(0.1)
