@@ -177,4 +177,8 @@ async def expire(gen: Generations) -> int:
 
     conn = await connect(conninfo(database_url(gen.settings), gen.settings.schema))
     async with conn:
-        return len(await rows(conn, "generations_quarantine_expire", {}))
+        return await expire_on(conn)
+
+
+async def expire_on(conn: AsyncConn) -> int:
+    return len(await rows(conn, "generations_quarantine_expire", {}))
