@@ -112,3 +112,14 @@ async def settled(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
             return status
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} did not settle: {status}")
+
+
+async def left_queue(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
+    """The run's status once none of its partitions is queued or building."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        status = await records.run_status(conn, run_id)
+        if all(p["state"] not in ("queued", "building") for p in status["partitions_detail"]):
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} is still building: {status}")

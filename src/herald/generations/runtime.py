@@ -32,6 +32,14 @@ BACKFILL_QUEUE = "generations.backfill"
 DELIVER_QUEUE = "generations.deliver"
 
 
+_INSTALLED: dict[int, Generations] = {}
+
+
+def installed(app: Herald) -> Generations | None:
+    """The generations application installed on ``app``, if any (for adapters)."""
+    return _INSTALLED.get(id(app))
+
+
 class Generations:
     """What the handlers of the application share: definitions, store, admission."""
 
@@ -50,6 +58,7 @@ class Generations:
     ) -> Generations:
         gens = cls(app, definitions, settings)
         gens._register()
+        _INSTALLED[id(app)] = gens
         return gens
 
     @property
