@@ -18,6 +18,7 @@ from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
+from herald.generations import cli as generations_cli
 from herald.migrate import migrate
 from herald.registry import Herald
 from herald.worker import Worker, run_worker
@@ -153,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
+    generations_cli.add_commands(sub)  # generations partition|act|run|feed|...
     _finish(sub)
     return parser
 
@@ -373,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = load_app(app_spec)
         if args.command == catalog_cli.COMMAND:
             return catalog_cli.main(app, settings, args)
+        if args.command == generations_cli.COMMAND:
+            return generations_cli.main(app, settings, args)
         if args.command == "worker":
             return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":
