@@ -100,7 +100,11 @@ class Generations:
         from herald.backoff import Backoff
         from herald.generations import backfill, build, outbox
 
-        @self.app.task(BUILD, queue=LIVE_QUEUE, max_attempts=5, timeout=3600, api_scope=None)
+        # Live builds (schedules, repairs) are claimed before backfill tasks by a worker
+        # serving both queues; backfills also hold at most their declared slots.
+        @self.app.task(
+            BUILD, queue=LIVE_QUEUE, max_attempts=5, timeout=3600, priority=10, api_scope=None
+        )
         async def build_live(ctx: JobContext, payload: dict[str, Any]) -> Any:
             return await build.build(self, ctx, payload)
 
