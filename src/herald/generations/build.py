@@ -61,7 +61,11 @@ async def build(gen: Generations, ctx: JobContext, payload: dict[str, Any]) -> d
     if definition is None:
         raise Permanent(f"this worker has no definition {run['definition_version']!r}")
     try:
-        records = _read_inputs(gen, ds, manifests, definition.required)
+        # Reading and parsing run off the event loop: heartbeats and other handlers of
+        # this worker (live work beside a backfill) keep their pace.
+        records = await ctx.loop.run_in_executor(
+            ctx.executor, _read_inputs, gen, ds, manifests, definition.required
+        )
     except _Deterministic as bad:
         async with ctx.transaction() as conn:
             held = await quarantine.hold(
@@ -76,10 +80,10 @@ async def build(gen: Generations, ctx: JobContext, payload: dict[str, Any]) -> d
             )
         return {"quarantined": None if held is None else held["id"], "reason": bad.code}
     out = await ctx.loop.run_in_executor(ctx.executor, definition.transform, partition, records)
-    data = "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in out).encode()
     location = attempt_location(run["dataset"], partition, run_id, ctx.job_id, ctx.fence)
-    digest = gen.store.write_once(location, data)
-    quality = rules.check_rows(expectations(ds), out)
+    digest, quality = await ctx.loop.run_in_executor(
+        ctx.executor, _write, gen, location, out, expectations(ds)
+    )
     if definition.after_write is not None:
         attempt = Attempt(run_id, partition, ctx.job_id, ctx.attempt, ctx.fence, location)
         await ctx.loop.run_in_executor(ctx.executor, definition.after_write, attempt)
@@ -151,6 +155,13 @@ async def refuse(
             "actor": f"worker:{ctx.worker_id}",
         },
     )
+
+
+def _write(
+    gen: Generations, location: str, out: list[Record], expect: rules.Expectations
+) -> tuple[str, dict[str, object]]:
+    data = "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in out).encode()
+    return gen.store.write_once(location, data), rules.check_rows(expect, out)
 
 
 def _read_inputs(

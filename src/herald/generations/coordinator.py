@@ -10,6 +10,7 @@ the deliveries in that same transaction: readers and consumers see all of it or 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -269,15 +270,8 @@ async def _prepublication_failures(
 ) -> list[str]:
     """Checksum re-verified from the bytes, expected partition, schema, rows, quality."""
     from herald.generations.records import dataset as load_dataset
-    from herald.generations.store import checksum
 
     failures = []
-    try:
-        data = gen.store.read(candidate["location"])
-    except OSError as exc:
-        return [f"output unreadable at {candidate['location']}: {exc}"]
-    if checksum(data) != candidate["checksum"]:
-        failures.append("checksum of the stored bytes differs from the registered one")
     if candidate["partition"] not in run["partitions"]:
         failures.append(f"partition {candidate['partition']} is not a target of run {run['id']}")
     ds = await load_dataset(conn, candidate["dataset"])
@@ -286,14 +280,32 @@ async def _prepublication_failures(
             f"schema version {candidate['schema_version']} is not the dataset's "
             f"{ds['schema_version']}"
         )
+    # The bytes are read and checked off the event loop (they may be large).
+    loop = asyncio.get_running_loop()
+    failures += await loop.run_in_executor(None, _verify_bytes, gen, candidate, expectations(ds))
+    return failures
+
+
+def _verify_bytes(gen: Generations, candidate: Row, expect: rules.Expectations) -> list[str]:
+    from herald.generations.store import checksum
+
+    try:
+        data = gen.store.read(candidate["location"])
+    except OSError as exc:
+        return [f"output unreadable at {candidate['location']}: {exc}"]
+    failures = []
+    if checksum(data) != candidate["checksum"]:
+        failures.append("checksum of the stored bytes differs from the registered one")
     try:
         parsed = [json.loads(line) for line in data.decode().splitlines() if line]
     except ValueError:
         return [*failures, "output is not JSON lines"]
     if len(parsed) != candidate["row_count"]:
         failures.append(f"{len(parsed)} rows stored, {candidate['row_count']} registered")
-    quality = rules.check_rows(expectations(ds), parsed)
-    failures.extend(f"{name}: {quality[name]['detail']}" for name in rules.failed_checks(quality))  # type: ignore[index]
+    quality = rules.check_rows(expect, parsed)
+    for name in rules.failed_checks(quality):
+        result = quality[name]
+        failures.append(f"{name}: {result['detail'] if isinstance(result, dict) else result}")
     return failures
 
 
