@@ -42,6 +42,7 @@ async def _declare(gens: Generations, conn: AsyncConn, rate: float) -> int:
     return int(row["id"])
 
 
+@pytest.mark.slow
 async def test_a_backfill_is_declared_queued_apart_throttled_and_shows_progress(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:

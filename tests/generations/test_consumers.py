@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from herald import signing
 from herald.config import Settings
 from herald.db import AsyncConn
@@ -27,6 +29,7 @@ async def _delivered(conn: AsyncConn, count: int) -> None:
     raise AssertionError("deliveries did not settle")
 
 
+@pytest.mark.slow  # waits out delivery backoff
 async def test_publications_reach_a_subscribed_webhook_signed_retried_and_deduplicable(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:
