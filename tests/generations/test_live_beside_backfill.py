@@ -14,7 +14,7 @@ from herald.config import Settings
 pytestmark = pytest.mark.slow
 
 
-async def test_live_p99_holds_during_a_backfill(settings: Settings, tmp_path: Path) -> None:
+async def test_q3_live_p99_holds_during_a_backfill(settings: Settings, tmp_path: Path) -> None:
     figures = await measure(
         settings,
         tmp_path,

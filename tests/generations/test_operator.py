@@ -4,19 +4,11 @@ a reason and are audited (review questions 5 and 6)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-
-import httpx
-import pytest
-
-from herald.api.app import create_app
-from herald.api.auth import create_key
-from herald.api.state import ApiSettings
 from herald.config import Settings
 from herald.db import AsyncConn
 from herald.generations.runtime import Generations
 from herald.ops import audit
+from tests.generations.conftest import Api
 from tests.generations.helpers import (
     PARTITION,
     land,
@@ -30,33 +22,7 @@ from tests.generations.helpers import (
 PATH = f"/v1/generations/datasets/orders/partitions/{PARTITION}"
 
 
-@dataclass
-class Api:
-    http: httpx.AsyncClient
-    tokens: dict[str, str]
-
-    def as_(self, who: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[who]}"}
-
-
-@pytest.fixture
-async def api(gens: Generations, conn: AsyncConn, settings: Settings) -> AsyncIterator[Api]:
-    app = create_app(gens.app, settings, ApiSettings())
-    tokens = {}
-    for name, scopes in (
-        ("reader", ["read"]),
-        ("oncall", ["operate", "read", "submit"]),
-        ("lead", ["admin"]),
-    ):
-        tokens[name] = (await create_key(conn, name, scopes)).token
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
-    ):
-        yield Api(http, tokens)
-
-
-async def test_an_operator_finds_owner_failure_affected_output_and_safe_action(
+async def test_q5_an_operator_finds_owner_failure_affected_output_and_safe_action(
     gens: Generations, conn: AsyncConn, settings: Settings, api: Api
 ) -> None:
     m1 = await land(gens, conn, "orders.jsonl", orders_file(0, 10))

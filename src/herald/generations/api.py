@@ -165,6 +165,16 @@ async def act(
 
 
 @router.get(
+    "/datasets/{dataset}/partitions/{partition}/current",
+    responses=responses(401, 403, 404),
+    summary="The authoritative generation: publication id, inputs, definition, bytes",
+)
+async def current(dataset: str, partition: str, state: State, _: Reader) -> dict[str, Any]:
+    async with _session(state) as (_gens, conn):
+        return await records.authoritative(conn, dataset, partition)
+
+
+@router.get(
     "/feed",
     responses=responses(401, 403, 422),
     summary="Publication events after a position (at-least-once; dedupe on event_id)",

@@ -222,3 +222,32 @@ def producer_status(state: str) -> str:
     if state == "waiting":
         return "delayed"
     return "completed"  # published, discarded (with its reason), dry_run
+
+
+async def authoritative(conn: AsyncConn, dataset_name: str, partition: str) -> Row:
+    """What a consumer needs to trust a partition: the current generation's publication
+    id, its inputs (with their checksums and sources), definition version, quality, and
+    where its immutable bytes are, with their checksum."""
+    current = await one(
+        conn, "generations_current_get", {"dataset": dataset_name, "partition": partition}
+    )
+    if current is None or current["generation"] == 0:
+        raise NotFound(f"{dataset_name}/{partition} has no published generation")
+    inputs = await rows(conn, "generations_manifests_get", {"ids": current["manifest_ids"]})
+    current["inputs"] = [
+        {
+            k: m[k]
+            for k in (
+                "id",
+                "source",
+                "owner",
+                "checksum",
+                "record_count",
+                "event_time_from",
+                "event_time_to",
+                "received_at",
+            )
+        }
+        for m in inputs
+    ]
+    return current
