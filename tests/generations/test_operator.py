@@ -4,6 +4,8 @@ a reason and are audited (review questions 5 and 6)."""
 
 from __future__ import annotations
 
+import pytest
+
 from herald.config import Settings
 from herald.db import AsyncConn
 from herald.generations.runtime import Generations
@@ -75,6 +77,7 @@ async def test_q5_an_operator_finds_owner_failure_affected_output_and_safe_actio
     assert again.status_code == 409
 
 
+@pytest.mark.slow
 async def test_running_tasks_show_lease_and_fence_and_a_queued_task_can_be_skipped(
     gens: Generations, conn: AsyncConn, api: Api
 ) -> None:

@@ -63,6 +63,7 @@ async def test_a_malformed_file_is_quarantined_redacted_and_the_partition_says_s
     assert current is not None and current["generation"] == 1
 
 
+@pytest.mark.slow
 async def test_a_tampered_raw_file_is_quarantined_as_a_checksum_mismatch(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:
@@ -76,6 +77,7 @@ async def test_a_tampered_raw_file_is_quarantined_as_a_checksum_mismatch(
     assert item["reason_code"] == "checksum_mismatch"
 
 
+@pytest.mark.slow
 async def test_the_quarantine_is_bounded_and_expires(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:
@@ -145,6 +147,7 @@ async def test_resolving_needs_a_reason_and_is_audited(
     assert entry["before"]["state"] == "held" and entry["after"]["state"] == "replayed"
 
 
+@pytest.mark.slow
 async def test_a_transient_read_failure_is_retried_not_quarantined(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:
