@@ -124,6 +124,12 @@ class Generations:
         async def deliver(ctx: JobContext, payload: dict[str, Any]) -> Any:
             return await outbox.deliver(self, ctx, payload)
 
+        @self.app.duty("generations.orphan_collection", every=600.0)
+        async def collect_orphans() -> None:
+            from herald.generations.collection import collect_once
+
+            await collect_once(self)
+
         @self.app.duty("generations.quarantine_expiry", every=60.0)
         async def expire_quarantine() -> None:
             from herald.generations.quarantine import expire

@@ -91,3 +91,13 @@ class Store:
         return sorted(
             str(p.relative_to(self.base.resolve())) for p in folder.glob("run-*/job-*.jsonl")
         )
+
+    def all_attempt_outputs(self) -> list[str]:
+        """Every attempt location in the store."""
+        folder = self.base / "out"
+        if not folder.is_dir():
+            return []
+        base = self.base.resolve()
+        return sorted(
+            str(p.resolve().relative_to(base)) for p in folder.glob("*/*/run-*/job-*.jsonl")
+        )
