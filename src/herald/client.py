@@ -32,6 +32,7 @@ from herald.errors import (
 )
 from herald.payloads import MAX_DEPTH, too_deep
 from herald.registry import Herald, Kind
+from herald.rows import Job, fetch_one
 
 _EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
@@ -326,6 +327,11 @@ class Client:
     async def get_job(self, job_id: int) -> Row | None:
         rows = await self._fetch("get_job", {"id": job_id})
         return rows[0] if rows else None
+
+    async def job(self, job_id: int) -> Job | None:
+        """The job's row, typed (:class:`herald.rows.Job`); None when there is none."""
+        async with self.pool.connection() as conn:
+            return await fetch_one(conn, "get_job", {"id": job_id}, Job)
 
     async def list_jobs(
         self,
