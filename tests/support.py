@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from herald import Backoff, Client, Herald, JobContext, Permanent, Retry, Settings, Snooze, Worker
@@ -184,6 +185,17 @@ async def wait_for_job(
 async def nul_result(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     """Returns text PostgreSQL's JSON cannot hold as it is (a NUL character)."""
     return {"text": "a\x00b", "literal": "C:\\u0000"}
+
+
+@APP.task("odd_result", backoff=FAST, max_attempts=1)
+async def odd_result(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """A result JSON cannot hold as given (a datetime, a NUL), returned or committed with
+    ``ctx.transaction(result)`` as the payload says: both must store it the same way."""
+    result = {"at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "text": "a\x00b"}
+    if payload.get("transaction"):
+        async with ctx.transaction(result):
+            pass
+    return result
 
 
 @APP.task("nul_error", backoff=FAST, max_attempts=1)

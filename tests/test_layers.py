@@ -37,6 +37,7 @@ CORE_MODULES = {
     "herald.config",
     "herald.context",
     "herald.db",
+    "herald.encoding",
     "herald.errors",
     "herald.hooks",
     "herald.lease",

@@ -18,7 +18,7 @@ from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
-from herald.migrate import migrate
+from herald.migrate import MigrationError, migrate
 from herald.registry import Herald
 from herald.worker import Worker, run_worker
 
@@ -403,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except HeraldError as exc:
+    except (HeraldError, MigrationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as exc:

@@ -49,6 +49,18 @@ class MigrationError(RuntimeError):
     """The database's migration ledger disagrees with the files shipped."""
 
 
+class SchemaNotMigrated(MigrationError):
+    """A process that needs the schema found migrations not yet applied."""
+
+    def __init__(self, schema: str, todo: list[Migration]) -> None:
+        first = todo[0]
+        super().__init__(
+            f"schema {schema!r} is not migrated ({len(todo)} pending, first "
+            f"{first.version:04d}_{first.name}); run `herald migrate` first"
+        )
+        self.pending = todo
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -153,6 +165,13 @@ async def pending(conn: AsyncConn, only: Collection[str] | None = None) -> list[
                 "was applied; add a new migration instead"
             )
     return todo
+
+
+async def require_migrated(conn: AsyncConn, schema: str) -> None:
+    """Raise :class:`SchemaNotMigrated` unless every shipped migration is applied."""
+    todo = await pending(conn)
+    if todo:
+        raise SchemaNotMigrated(schema, todo)
 
 
 async def _current_schema(conn: AsyncConn) -> str | None:
