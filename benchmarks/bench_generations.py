@@ -269,7 +269,8 @@ async def _main(args: argparse.Namespace) -> None:
                 layout=args.layout,
             )
         print(
-            f"layout {args.layout}: worker concurrency {args.concurrency}, backfill share {args.backfill_slots} "
+            f"layout {args.layout}: worker concurrency {args.concurrency}, "
+            f"backfill share {args.backfill_slots} "
             f"slots at {args.writes_per_second}/s, {args.backfill_partitions} partitions x "
             f"{args.rows} rows"
         )

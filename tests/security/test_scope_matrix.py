@@ -48,6 +48,17 @@ EXPECTED: dict[tuple[str, str], str | None] = {
     ("GET", "/v1/catalog"): "read",
     ("GET", "/v1/sparql"): "read",
     ("POST", "/v1/sparql"): "read",
+    ("POST", "/v1/generations/runs"): "submit",
+    ("GET", "/v1/generations/runs/{run_id}"): "read",
+    ("GET", "/v1/generations/datasets/{dataset}/partitions/{partition}"): "operate",
+    ("POST", "/v1/generations/datasets/{dataset}/partitions/{partition}/actions"): "operate",
+    ("GET", "/v1/generations/datasets/{dataset}/partitions/{partition}/current"): "read",
+    ("GET", "/v1/generations/feed"): "read",
+    ("GET", "/v1/generations/datasets/{dataset}/quarantine"): "operate",
+    ("POST", "/v1/generations/quarantine/{item_id}/{action}"): "operate",
+    ("POST", "/v1/generations/subscriptions"): "operate",
+    ("POST", "/v1/generations/backfills"): "operate",
+    ("GET", "/v1/generations/backfills/{backfill_id}"): "read",
 }
 SAMPLE = {
     "job_id": "1",
@@ -56,6 +67,12 @@ SAMPLE = {
     "dataset_id": "d",
     "version": "1",
     "name": "d.csv",
+    "run_id": "1",
+    "dataset": "orders",
+    "partition": "2026-07-14",
+    "item_id": "1",
+    "action": "discard",
+    "backfill_id": "1",
 }
 
 
