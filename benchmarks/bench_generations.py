@@ -270,8 +270,8 @@ async def _main(args: argparse.Namespace) -> None:
             )
         print(
             f"layout {args.layout}: worker concurrency {args.concurrency}, "
-            f"backfill share {args.backfill_slots} "
-            f"slots at {args.writes_per_second}/s, {args.backfill_partitions} partitions x "
+            f"backfill share {args.backfill_slots} slots at {args.writes_per_second}/s, "
+            f"{args.backfill_partitions} partitions x "
             f"{args.rows} rows"
         )
         for line in figures.lines():

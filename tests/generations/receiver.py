@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from herald import signing
+from herald.ops import signing
 
 
 @dataclass

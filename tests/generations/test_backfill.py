@@ -13,8 +13,8 @@ from herald.config import Settings
 from herald.db import AsyncConn
 from herald.generations import backfill
 from herald.generations.errors import PlanError
-from herald.generations.runtime import BACKFILL_QUEUE, Generations
 from herald.generations.sample import VERSION
+from herald.generations.shared import BACKFILL_QUEUE, Generations
 from herald.ops.audit import entries
 from tests.generations.helpers import land, orders_file, settled, worker
 

@@ -45,7 +45,13 @@ async def test_the_output_of_an_attempt_still_running_is_kept(
     run = await plan(gens, conn, [m["id"]])
     cur = await conn.execute(
         sql.query("claim"),
-        {"queues": ["generations"], "limit": 1, "owner": "a-worker", "lease_s": 60},
+        {
+            "queues": ["generations"],
+            "kinds": ["generations.build"],
+            "limit": 1,
+            "owner": "a-worker",
+            "lease_s": 60,
+        },
     )
     [claimed] = await cur.fetchall()  # running under fence 1, as a worker would hold it
     in_flight = attempt_location("orders", PARTITION, run["id"], claimed["id"], claimed["fence"])

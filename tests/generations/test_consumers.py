@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from herald import signing
 from herald.config import Settings
 from herald.db import AsyncConn
 from herald.generations import outbox
 from herald.generations.records import one, rows
 from herald.generations.runtime import Generations
+from herald.ops import signing
 from tests.generations.helpers import PARTITION, land, orders_file, plan, settled, worker
 from tests.generations.receiver import Received, receiver
 

@@ -15,14 +15,13 @@ import json
 
 import pytest
 
-from herald import signing
 from herald.config import Settings
 from herald.db import AsyncConn
 from herald.generations import outbox, records
 from herald.generations.records import one
 from herald.generations.runtime import Generations
 from herald.generations.store import AlreadyWritten, attempt_location
-from herald.ops import audit
+from herald.ops import audit, signing
 from tests.generations.conftest import Api
 from tests.generations.helpers import (
     PARTITION,

@@ -59,6 +59,16 @@ EXPECTED: dict[tuple[str, str], str | None] = {
     ("POST", "/v1/generations/subscriptions"): "operate",
     ("POST", "/v1/generations/backfills"): "operate",
     ("GET", "/v1/generations/backfills/{backfill_id}"): "read",
+    # the social application's routes (herald.api.social)
+    ("GET", "/health"): None,
+    ("POST", "/users"): "operate",
+    ("GET", "/accounts"): "read",
+    ("POST", "/accounts"): "operate",
+    ("DELETE", "/accounts/{account_id}"): "operate",
+    ("POST", "/social/posts"): "submit",
+    ("GET", "/jobs/{job_id}"): "read",
+    ("GET", "/dlq/{service}"): "read",
+    ("POST", "/dlq/{service}/{message_id}/replay"): "operate",
 }
 SAMPLE = {
     "job_id": "1",
@@ -73,6 +83,9 @@ SAMPLE = {
     "item_id": "1",
     "action": "discard",
     "backfill_id": "1",
+    "account_id": "1",
+    "service": "social",
+    "message_id": "1",
 }
 
 

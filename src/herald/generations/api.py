@@ -23,7 +23,7 @@ from herald.api.state import State
 from herald.db import AsyncConn
 from herald.generations import backfill, operator, outbox, quarantine, records
 from herald.generations.errors import NotFound, PlanError, QuarantineFull, Refused
-from herald.generations.runtime import Generations, installed
+from herald.generations.shared import Generations, installed
 
 router = APIRouter(prefix="/v1/generations", tags=["generations"])
 Reader = Annotated[Principal, Depends(require("read"))]

@@ -24,7 +24,7 @@ from herald.generations.records import one, plan_run, rows
 from herald.ops import audit, limits
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 
 async def declare(

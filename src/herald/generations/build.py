@@ -25,7 +25,7 @@ from herald.generations.records import dataset, one, rows
 from herald.generations.store import attempt_location, checksum
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 
 class _Deterministic(Exception):

@@ -57,7 +57,7 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
     from herald import tables
     from herald.client import open_connection
     from herald.generations import backfill, operator, outbox, quarantine, records
-    from herald.generations.runtime import installed
+    from herald.generations.shared import installed
 
     gens = installed(app)
     if gens is None:

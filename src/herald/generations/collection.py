@@ -16,7 +16,7 @@ from herald.db import AsyncConn
 from herald.generations.records import rows
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 _ATTEMPT = re.compile(r"job-(\d+)-fence-(\d+)\.jsonl$")
 DEFAULT_RETENTION = 7 * 86400.0

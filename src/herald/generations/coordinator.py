@@ -20,7 +20,7 @@ from herald.generations.records import one, plan_run, rows
 from herald.ops.conn import to_json
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 COORDINATOR = "coordinator"
 

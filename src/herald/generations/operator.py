@@ -20,7 +20,7 @@ from herald.ops import audit
 from herald.ops import jobs as job_actions
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 # action -> the scope it needs (an API key's; "admin" implies every scope)
 ACTION_SCOPES = {

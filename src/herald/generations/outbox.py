@@ -16,17 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from herald import signing
 from herald.context import JobContext
 from herald.db import AsyncConn, Row
 from herald.errors import Permanent, Retry
 from herald.generations.errors import PlanError
 from herald.generations.records import one, rows
-from herald.ops import audit
+from herald.ops import audit, signing
 from herald.ops.conn import to_json
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 
 async def subscribe(

@@ -17,7 +17,7 @@ from herald.generations.records import one, plan_run, rows
 from herald.ops import audit
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 REDACTED = "[redacted]"
 ACTIONS = {"repair": "repaired", "replay": "replayed", "discard": "discarded"}

@@ -20,7 +20,7 @@ from herald.generations.records import one
 from herald.generations.store import checksum
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 
 class CorruptGeneration(RuntimeError):

@@ -17,7 +17,7 @@ from herald.generations.rules import POLICIES
 from herald.generations.store import raw_location
 
 if TYPE_CHECKING:
-    from herald.generations.runtime import Generations
+    from herald.generations.shared import Generations
 
 PURPOSES = ("scheduled", "repair", "backfill")
 INTENTS = ("publish", "dry_run")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from herald.generations.definitions import Attempt, Definition, Definitions, Record
 from herald.generations.records import DatasetSpec
-from herald.generations.runtime import Generations
+from herald.generations.runtime import install
 from herald.registry import Herald
 
 PAUSE_DIR_VARIABLE = "HERALD_GENERATIONS_PAUSE_DIR"
@@ -76,4 +76,4 @@ definitions.add(
     )
 )
 app = Herald()
-gens = Generations.install(app, definitions)
+gens = install(app, definitions)
