@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.rows import dict_row
 
 from herald import sql
+from herald.encoding import dump_result
 from herald.errors import LeaseLost
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class JobContext:
                                 "outcomes": ["succeeded"],
                                 "delays": [None],
                                 "errors": [None],
-                                "results": [None if result is None else json.dumps(result)],
+                                "results": [dump_result(result)],
                                 "owner": worker.owner,
                             },
                         )

@@ -21,7 +21,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import time
@@ -39,16 +38,15 @@ from herald import sql
 from herald.config import Settings
 from herald.context import JobContext
 from herald.db import AsyncConn, connect, conninfo, database_url, make_pool
+from herald.encoding import dump_result, storable
 from herald.errors import Cancel, LeaseLost, Permanent, Retry, Snooze
 from herald.maintenance import Maintenance
+from herald.migrate import require_migrated
 from herald.registry import Herald, Kind, call
 
 log = logging.getLogger(__name__)
 
 _SHUTDOWN_ERROR = {"kind": "shutdown", "message": "worker shut down before the job finished"}
-# A NUL character as json.dumps escapes it (its backslash not itself escaped). PostgreSQL's
-# jsonb refuses it, and one refused outcome would fail its whole batch again and again.
-_ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
 @dataclass
@@ -169,6 +167,7 @@ class Worker:
         """Work until :meth:`stop` is called (and the drain finishes)."""
         url = database_url(self.settings)  # boots (or finds) the embedded server: once
         self._info = conninfo(url, self.settings.schema, "herald-worker")
+        await self._require_schema()
         # Handlers' connections are checked on checkout: after a database restart a dead
         # connection would otherwise fail a handler's transaction and cost it an attempt.
         # The control loops below retry their own failures at no cost to any job.
@@ -209,6 +208,19 @@ class Worker:
             await self.claims.close()
             self.executor.shutdown(wait=False, cancel_futures=True)
             log.info("worker %s stopped", self.owner)
+
+    async def _require_schema(self) -> None:
+        """Fail fast, with the fix in the message, on a schema not (fully) migrated: a
+        worker started before `herald migrate` would otherwise retry its claim forever.
+        An unreachable database is not judged here; the loops wait for it."""
+        try:
+            conn = await connect(self._info)
+        except psycopg.OperationalError:
+            return
+        try:
+            await require_migrated(conn, self.settings.schema)
+        finally:
+            await conn.close()
 
     async def _drain(self) -> None:
         if not self._running:
@@ -291,6 +303,7 @@ class Worker:
                 sql.query("claim"),
                 {
                     "queues": self.queues,
+                    "kinds": [kind.name for kind in self.app.kinds()],
                     "limit": limit,
                     "owner": self.owner,
                     "lease_s": self.settings.lease,
@@ -363,7 +376,7 @@ class Worker:
                 outcome = None
                 self.stats.succeeded += 1
             else:
-                outcome = _Outcome(ctx.job_id, ctx.fence, "succeeded", result=_dump(result))
+                outcome = _Outcome(ctx.job_id, ctx.fence, "succeeded", result=dump_result(result))
         except asyncio.CancelledError:
             outcome = self._interrupted(ctx)
         except LeaseLost:
@@ -372,6 +385,7 @@ class Worker:
         except Snooze as exc:
             outcome = _Outcome(ctx.job_id, ctx.fence, "snooze", delay=exc.seconds)
         except Permanent as exc:
+            log.warning("job %d (%s) failed permanently: %s", ctx.job_id, ctx.kind, exc)
             outcome = _Outcome(ctx.job_id, ctx.fence, "dead", error=_error("permanent", exc))
         except Cancel as exc:
             outcome = _Outcome(ctx.job_id, ctx.fence, "cancelled", error=_error("cancelled", exc))
@@ -427,8 +441,8 @@ class Worker:
             return 1.0
 
     async def _run_steps(self, kind: Kind, ctx: JobContext, payload: dict[str, Any]) -> Any:
-        if kind.limits is not None:  # may raise Snooze: not an attempt
-            await kind.limits.enforce(self.pool, ctx, payload)
+        for gate in kind.gates.values():  # may raise Snooze: not an attempt
+            await gate(self.pool, ctx, payload)
         if not kind.pipeline:
             step = kind.steps[0]
             return await call(step.handler, step.is_async, ctx, payload)
@@ -606,6 +620,9 @@ class Worker:
                 self.stats.succeeded += 1
             elif state == "dead":
                 self.stats.dead += 1
+                # Operators watching a process's log see every job that stops for good.
+                reason = json.loads(o.error).get("message") if o.error else o.outcome
+                log.warning("job %d is dead (dead letter written): %s", o.job_id, reason)
             elif state == "cancelled":
                 self.stats.cancelled += 1
             elif o.outcome == "snooze":
@@ -615,26 +632,10 @@ class Worker:
         self._flushed.set()
 
 
-def _dump(result: Any) -> str | None:
-    if result is None:
-        return None
-    try:
-        return _storable(json.dumps(result, allow_nan=False, default=str))
-    except (TypeError, ValueError):
-        return _storable(json.dumps(repr(result)))
-
-
-def _storable(text: str) -> str:
-    """JSON text jsonb accepts: NUL characters become U+FFFD."""
-    if "\\u0000" not in text:
-        return text
-    return _ESCAPED_NUL.sub(r"\1\\ufffd", text)
-
-
 def _error(kind: str, exc: BaseException, message: str | None = None) -> str:
     text = message or str(exc) or type(exc).__name__
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
-    return _storable(
+    return storable(
         json.dumps(
             {
                 "kind": kind,

@@ -18,8 +18,8 @@ from herald.api.state import ApiSettings
 from herald.client import open_connection
 from herald.config import Settings
 from herald.ingest.sandbox import FeedConfig, Sandbox, SnapshotSpec, expected_snapshot
+from herald.ops.crypto import TokenCipher
 from herald.registry import Herald
-from herald.social.crypto import TokenCipher
 from tests.ingest.harness import ingest_app, open_conn, running_worker, wait_for_run
 
 PROBLEM = "application/problem+json"

@@ -10,7 +10,7 @@ from herald.cli import main
 from herald.config import Settings
 from herald.ingest.processing import drain_run
 from herald.ingest.sandbox import SnapshotSpec
-from herald.social.crypto import TokenCipher
+from herald.ops.crypto import TokenCipher
 from tests.ingest.harness import open_conn, stage_snapshot
 
 

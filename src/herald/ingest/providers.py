@@ -128,7 +128,7 @@ def shown(row: Row) -> dict[str, Any]:
 
 
 def _cipher() -> Any:
-    from herald.social.crypto import CipherError, TokenCipher
+    from herald.ops.crypto import CipherError, TokenCipher
 
     try:
         return TokenCipher.from_env()
@@ -141,7 +141,7 @@ def _context(name: str) -> str:
 
 
 def _encrypt(name: str, value: Secret | str) -> str:
-    from herald.social.secret import Secret as CipherSecret
+    from herald.ops.secrets import Secret as CipherSecret
 
     plain = value.reveal() if isinstance(value, Secret) else value
     return str(_cipher().encrypt(CipherSecret(plain), context=_context(name)))

@@ -2,12 +2,15 @@
 -- Each queue is read in claim order from its own slice of the claim index (an ordered
 -- index scan that stops after `limit` rows), then the queues are merged by that order.
 -- The clock is read once (MATERIALIZED), not evaluated again for every row.
+-- Only kinds this worker knows are claimed: during a rolling deploy an older worker
+-- leaves a new kind's jobs to the workers that can run them.
 WITH clock AS MATERIALIZED (SELECT herald_now() AS now), next AS (
     SELECT c.id
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM jobs
         WHERE state = 'waiting' AND queue = q.name AND run_at <= herald_now()
+          AND kind = ANY(%(kinds)s::text[])
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
