@@ -48,6 +48,15 @@ EXPECTED: dict[tuple[str, str], str | None] = {
     ("GET", "/v1/catalog"): "read",
     ("GET", "/v1/sparql"): "read",
     ("POST", "/v1/sparql"): "read",
+    ("GET", "/v1/ingest/providers"): "read",
+    ("GET", "/v1/ingest/providers/{name}"): "read",
+    ("PUT", "/v1/ingest/providers/{name}"): "operate",
+    ("POST", "/v1/ingest/providers/{name}/fetch"): "submit",
+    ("GET", "/v1/ingest/runs"): "read",
+    ("GET", "/v1/ingest/runs/{run_id}"): "read",
+    ("GET", "/v1/ingest/quarantine"): "read",
+    ("GET", "/search"): "read",
+    ("GET", "/v1/search"): "read",
 }
 SAMPLE = {
     "job_id": "1",
@@ -56,6 +65,7 @@ SAMPLE = {
     "dataset_id": "d",
     "version": "1",
     "name": "d.csv",
+    "run_id": "1",
 }
 
 
