@@ -69,6 +69,15 @@ EXPECTED: dict[tuple[str, str], str | None] = {
     ("GET", "/jobs/{job_id}"): "read",
     ("GET", "/dlq/{service}"): "read",
     ("POST", "/dlq/{service}/{message_id}/replay"): "operate",
+    ("GET", "/v1/ingest/providers"): "read",
+    ("GET", "/v1/ingest/providers/{name}"): "read",
+    ("PUT", "/v1/ingest/providers/{name}"): "operate",
+    ("POST", "/v1/ingest/providers/{name}/fetch"): "submit",
+    ("GET", "/v1/ingest/runs"): "read",
+    ("GET", "/v1/ingest/runs/{run_id}"): "read",
+    ("GET", "/v1/ingest/quarantine"): "read",
+    ("GET", "/search"): "read",
+    ("GET", "/v1/search"): "read",
 }
 SAMPLE = {
     "job_id": "1",
@@ -86,6 +95,7 @@ SAMPLE = {
     "account_id": "1",
     "service": "social",
     "message_id": "1",
+    "run_id": "1",
 }
 
 
