@@ -95,7 +95,6 @@ SAMPLE = {
     "account_id": "1",
     "service": "social",
     "message_id": "1",
-    "run_id": "1",
 }
 
 
