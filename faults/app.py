@@ -164,6 +164,8 @@ def _document(payload: dict[str, Any]) -> dict[str, Any]:
 @APP.task("publish", max_attempts=PUBLISH_ATTEMPTS, backoff=QUICK)
 async def publish(ctx: JobContext, payload: dict[str, Any]) -> None:
     async with _execution(ctx) as run:
+        if payload.get("crash"):
+            os._exit(70)  # a poison job: takes its whole worker down, on every attempt
         _document(payload)
         await asyncio.sleep(float(payload["ms"]) / 1000)
         await _complete(ctx, run)

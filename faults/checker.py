@@ -204,10 +204,14 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
             claims[run["job_id"]].append((run["fence"], run["started"]))
         if run["lease_until"] is not None:
             lease_until[ident] = max(lease_until.get(ident, 0.0), run["lease_until"])
+    # An expiry that was not charged (the job was not yet a suspect) gave its attempt
+    # back: such a claim does not count against max_attempts.
+    refunds = Counter(r["job_id"] for r in obs.rescues if not r.get("charged", True))
     over = sorted(
         i
         for i, j in jobs.items()
-        if j["attempt"] > j["max_attempts"] or len(claims.get(i, [])) > j["max_attempts"]
+        if j["attempt"] > j["max_attempts"]
+        or len(claims.get(i, [])) - refunds[i] > j["max_attempts"]
     )
     if over:
         violations.append(f"{len(over)} job(s) claimed more than max_attempts: {over[:10]}")
@@ -267,6 +271,7 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
         "lease_overlaps": len(overlaps),
         "concurrent_stale_executions": concurrent,
         "rescues": len(obs.rescues),
+        "rescues_not_charged": sum(refunds.values()),
         "rescues_without_death": without_death,
         "orphaned_jobs": len(orphans),
         "longest_orphan_s": round(max((o[2] for o in orphans), default=0.0), 3),

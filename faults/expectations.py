@@ -7,6 +7,7 @@ common findings (to which it may add metrics) and returns the broken promises.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from faults.checker import Findings, Observations
 from faults.harness import Harness, Plan
@@ -79,6 +80,35 @@ def verify_poison(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str
     if unfinished:
         problems.append(f"{len(unfinished)} healthy job(s) did not succeed: {unfinished[:10]}")
     return problems
+
+
+def verify_poison_neighbours(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    """Poison jobs (1 %) crash their worker on every attempt: they alone pay for it."""
+    poison = [j for j in o.jobs if j["poison"]]
+    healthy = [j for j in o.jobs if not j["poison"]]
+    letters = {d["job_id"]: d["reason"] for d in o.dead_letters}
+    problems = []
+    if not poison:
+        return ["no poison job"]
+    wrong = [
+        j["id"]
+        for j in poison
+        if j["state"] != "dead"
+        or j["attempt"] != j["max_attempts"]
+        or letters.get(j["id"]) != "lease_exhausted"
+    ]
+    if wrong:
+        problems.append(f"{len(wrong)} poison job(s) not dead after max_attempts: {wrong[:10]}")
+    dead = [j["id"] for j in healthy if j["state"] != "succeeded"]
+    if dead:
+        problems.append(f"{len(dead)} healthy job(s) did not succeed: {dead[:10]}")
+    rescued = {r["job_id"] for r in o.rescues}
+    neighbours = [j for j in healthy if j["id"] in rescued]
+    charged = Counter(r["job_id"] for r in o.rescues if r.get("charged", True))
+    f.metrics["poison_jobs"] = len(poison)
+    f.metrics["healthy_neighbours_rescued"] = len(neighbours)
+    f.metrics["healthy_attempts_charged_by_crashes"] = sum(charged[j["id"]] for j in neighbours)
+    return problems + bit(f, "healthy_neighbours_rescued", "healthy job shared a poisoned worker")
 
 
 def verify_cancel(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:

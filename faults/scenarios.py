@@ -129,6 +129,16 @@ async def _poison(h: Harness, p: Plan) -> None:
     await h.feed(specs, p.window)
 
 
+async def _poison_neighbours(h: Harness, p: Plan) -> None:
+    """1 % of the jobs crash their worker (os._exit) on every attempt, among healthy ones."""
+    specs = h.jobs(p.jobs, p.durations)
+    for spec in specs[5::100]:  # past the first few: the workers are up by then
+        spec.kind = "publish"
+        spec.payload = {**spec.payload, "crash": True, "poison": True}
+    h.start_workers()
+    await h.feed(specs, p.window)
+
+
 async def _cancel_during_rescue(h: Harness, p: Plan) -> None:
     async def kill_and_cancel() -> None:
         end = time.monotonic() + p.window
@@ -325,6 +335,16 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_F, jobs=3000, workers=3, window=120.0, drain=120.0),
             _schedules,
             expect.verify_schedules,
+        ),
+        Scenario(
+            11,
+            "poison_neighbours",
+            "1 % poison jobs crash their worker: no healthy job pays for them",
+            1111,
+            _with(_S, jobs=300, drain=60.0),
+            _with(_F, jobs=2000, window=60.0, drain=120.0),
+            _poison_neighbours,
+            expect.verify_poison_neighbours,
         ),
     ]
 }

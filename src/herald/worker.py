@@ -120,6 +120,9 @@ class Worker:
         self._maintenance_enabled = maintenance
         self._running: dict[int, _Running] = {}
         self._unflushed: dict[int, int] = {}  # job id -> fence, finished but not yet recorded
+        # Suspects held (running or not yet recorded): at most one, so that if this worker
+        # dies, the expiry can be charged to the one job that may have killed it.
+        self._suspects: set[int] = set()
         self._outbox: list[_Outcome] = []
         self._wake = asyncio.Event()
         self._capacity = asyncio.Event()
@@ -294,6 +297,7 @@ class Worker:
                     "limit": limit,
                     "owner": self.owner,
                     "lease_s": self.settings.lease,
+                    "suspects": 0 if self._suspects else 1,
                 },
             )
             rows = await cur.fetchall()
@@ -347,6 +351,8 @@ class Worker:
         ctx = JobContext(self, row)
         entry = _Running(ctx)
         self._running[ctx.job_id] = entry
+        if row.get("suspect"):
+            self._suspects.add(ctx.job_id)
         entry.task = asyncio.create_task(self._execute(ctx, row["payload"]))
 
     async def _execute(self, ctx: JobContext, payload: dict[str, Any]) -> None:
@@ -403,8 +409,10 @@ class Worker:
             self._unflushed[ctx.job_id] = ctx.fence
             self._outbox.append(outcome)
             self._flush.set()
-        elif ctx.lost.is_set() and outcome is not None:
-            self.stats.lease_lost += 1
+        else:
+            self._suspects.discard(ctx.job_id)
+            if ctx.lost.is_set() and outcome is not None:
+                self.stats.lease_lost += 1
         self._capacity.set()
         done = "succeeded" if ctx.completed_in_transaction else "lost"
         ended = outcome.outcome if outcome else done
@@ -513,6 +521,7 @@ class Worker:
         entry = self._running.get(job_id)
         self._unflushed.pop(job_id, None)
         if entry is None:
+            self._suspects.discard(job_id)
             return
         log.warning(
             "job %d lost its lease (fence %d): cancelling its handler", job_id, entry.ctx.fence
@@ -599,6 +608,7 @@ class Worker:
         for o in batch:
             if self._unflushed.get(o.job_id) == o.fence:
                 del self._unflushed[o.job_id]
+                self._suspects.discard(o.job_id)
             state = recorded.get(o.job_id)
             if state is None:
                 self.stats.stale_writes += 1
