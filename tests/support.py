@@ -205,3 +205,16 @@ def gate(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     if not folder or not os.path.exists(os.path.join(folder, name)):
         raise Permanent(f"upstream not ready: {name} is missing")
     return {"passed": True, "attempt": ctx.attempt}
+
+
+# (job id, fence, wall-clock time) of every "external call" a ticker handler made.
+TICKS: list[tuple[int, int, float]] = []
+
+
+@APP.task("ticker", backoff=FAST)
+async def ticker(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """Calls an outside system (here: a list) every 50 ms for ``seconds`` seconds."""
+    end = time.monotonic() + float(payload.get("seconds", 1.0))
+    while time.monotonic() < end:
+        TICKS.append((ctx.job_id, ctx.fence, time.time()))
+        await asyncio.sleep(0.05)

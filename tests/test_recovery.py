@@ -66,17 +66,19 @@ async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(
 ) -> None:
     retried = await client.enqueue("noop", {"n": 1}, key="retried")
     spent = await client.enqueue("noop", {"n": 2}, key="spent", max_attempts=1)
-    await _claim_as(settings, "gone", lease_s=0.01, limit=2)
-    await asyncio.sleep(0.05)  # let the two tiny leases run out
     maintenance = Maintenance(APP, settings, pool)
-    # A first expiry costs nothing: either job may have died of its neighbour. Both are
-    # suspects now, so no batch holds both of them again.
-    assert await maintenance.rescue_once() == 2
-    for job in (retried, spent):
-        row = await client.get_job(job.id)
-        assert row is not None
-        assert (row["state"], row["attempt"], row["suspect"]) == ("waiting", 0, True)
-        assert row["errors"][-1]["charged"] is False
+    # Two expiries cost nothing: either job may have died of its neighbour. Each is a
+    # strike; two make a suspect, and no batch holds two suspects.
+    for strikes, owner in enumerate(["gone", "gone again"], start=1):
+        claimed = await _claim_as(settings, owner, lease_s=0.01, limit=2, suspects=0)
+        assert len(claimed) == 2
+        await asyncio.sleep(0.05)  # let the two tiny leases run out
+        assert await maintenance.rescue_once() == 2
+        for job in (retried, spent):
+            row = await client.get_job(job.id)
+            assert row is not None
+            assert (row["state"], row["attempt"], row["strikes"]) == ("waiting", 0, strikes)
+            assert row["errors"][-1]["charged"] is False
     # A worker already holding a suspect takes none; another takes one per batch.
     assert await _claim_as(settings, "busy", 0.01, limit=2, suspects=0) == []
     assert [r["id"] for r in await _claim_as(settings, "vanished", 0.01, limit=2)] == [retried.id]
@@ -88,11 +90,11 @@ async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(
     # Each was its worker's one suspect: now the expiry is charged.
     assert await maintenance.rescue_once() == 2
     assert await maintenance.rescue_once() == 0  # nothing is rescued twice
-    assert (maintenance.stats.rescued, maintenance.stats.rescued_dead) == (4, 1)
+    assert (maintenance.stats.rescued, maintenance.stats.rescued_dead) == (6, 1)
 
     row = await client.get_job(retried.id)
     assert row is not None
-    assert (row["state"], row["attempt"], row["rescues"]) == ("waiting", 1, 2)
+    assert (row["state"], row["attempt"], row["rescues"], row["strikes"]) == ("waiting", 1, 3, 2)
     assert row["lease_owner"] is None and row["lease_expires_at"] is None
     error = row["errors"][-1]
     assert error["kind"] == "lease_expired" and "lease expired" in error["message"]
@@ -115,9 +117,11 @@ async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(
     )
     assert [tuple(r.values()) for r in rescues] == [
         (retried.id, 1, "gone", "waiting", False),
-        (retried.id, 2, "vanished", "waiting", True),
+        (retried.id, 2, "gone again", "waiting", False),
+        (retried.id, 3, "vanished", "waiting", True),
         (spent.id, 1, "gone", "waiting", False),
-        (spent.id, 2, "vanished", "dead", True),
+        (spent.id, 2, "gone again", "waiting", False),
+        (spent.id, 3, "vanished", "dead", True),
     ]
     # Rescues are counted apart from handler errors: no stale writes, no handler error.
     assert await client.stale_writes() == 0

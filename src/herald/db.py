@@ -54,23 +54,48 @@ def database_url(settings: Settings) -> str:
     return str(embedded_server(settings.data_dir).get_uri())
 
 
+# Dead links are noticed in seconds, not at the kernel's default of about two hours (idle)
+# or fifteen minutes (unacknowledged data): a silent link, a dead NAT entry, a lost host.
+# A URL's own values win. libpq applies them to TCP connections only.
+LINK_DEFAULTS = {
+    "connect_timeout": "5",
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",  # ms: data unacknowledged this long ends the connection
+}
+
+
 def conninfo(
-    url: str, schema: str, application_name: str = "herald", *, generic_plans: bool = False
+    url: str,
+    schema: str,
+    application_name: str = "herald",
+    *,
+    generic_plans: bool = False,
+    settings: Settings | None = None,
+    engine: bool = False,
 ) -> str:
     """A connection string that selects ``schema`` (then ``public``) for unqualified names.
 
     ``generic_plans`` makes prepared statements keep one plan instead of planning again
     for each call's values: right for a statement whose best plan never depends on its
     values or the table's size (the worker's claim), where planning costs more than
-    running on a quiet queue.
+    running on a quiet queue. ``engine`` marks the engine's own connections (claims,
+    heartbeats, outcomes): the server ends any statement of theirs that runs longer
+    than ``settings.statement_timeout``.
     """
     params = conninfo_to_dict(url)
     options = str(params.get("options") or "")
     options = f"{options} -c search_path={schema},public".strip()
     if generic_plans:
         options += " -c plan_cache_mode=force_generic_plan"
+    if engine and settings is not None:
+        options += f" -c statement_timeout={round(settings.statement_timeout * 1000)}"
     params["options"] = options
     params.setdefault("application_name", application_name)
+    for name, value in LINK_DEFAULTS.items():
+        params.setdefault(name, value)
     return make_conninfo("", **params)
 
 

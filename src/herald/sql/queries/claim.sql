@@ -2,18 +2,18 @@
 -- Each queue is read in claim order from its own slice of the claim index (an ordered
 -- index scan that stops after `limit` rows), then the queues are merged by that order.
 -- The clock is read once (MATERIALIZED), not evaluated again for every row.
--- Poison isolation: the batch holds at most `suspects` suspects (0 or 1: a worker holds
--- one suspect at a time, so the death of its worker can be charged to it).
+-- Poison isolation: the batch holds at most `suspects` suspects (strikes = 2), 0 or 1: a
+-- worker holds one suspect at a time, so the death of its worker can be charged to it.
 WITH clock AS MATERIALIZED (SELECT herald_now() AS now), candidates AS (
     SELECT c.id, c.priority, c.run_at,
-           row_number() OVER (PARTITION BY c.suspect
+           row_number() OVER (PARTITION BY c.strikes = 2
                               ORDER BY c.priority DESC, c.run_at, c.id) AS nth,
-           c.suspect
+           c.strikes = 2 AS suspect
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at, suspect FROM jobs
+        SELECT id, priority, run_at, strikes FROM jobs
         WHERE state = 'waiting' AND queue = q.name AND run_at <= herald_now()
-          AND (NOT suspect OR %(suspects)s::int > 0)
+          AND (strikes < 2 OR %(suspects)s::int > 0)
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -34,4 +34,4 @@ SET state = 'running',
 FROM next, clock clk
 WHERE j.id = next.id
 RETURNING j.id, j.kind, j.queue, j.key, j.version, j.payload, j.priority, j.attempt,
-          j.max_attempts, j.fence, j.step, j.checkpoint, j.suspect
+          j.max_attempts, j.fence, j.step, j.checkpoint, j.strikes = 2 AS suspect

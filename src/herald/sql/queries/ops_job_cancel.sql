@@ -5,7 +5,7 @@ SET state = 'cancelled',
     fence = CASE WHEN state = 'running' THEN fence + 1 ELSE fence END,
     lease_owner = NULL,
     lease_expires_at = NULL,
-    suspect = false,
+    strikes = 0,
     finished_at = herald_now(),
     errors = (CASE WHEN jsonb_array_length(errors) >= 20 THEN errors - 0 ELSE errors END)
              || jsonb_build_array(jsonb_build_object(

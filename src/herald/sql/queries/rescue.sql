@@ -1,32 +1,33 @@
 -- Recover jobs whose lease expired: back to waiting, or dead (with its dead letter)
 -- once the attempts are spent. Safe to run on every node at once (SKIP LOCKED).
 -- Poison isolation: the expiry is charged (the attempt stays spent) only when the job
--- was a suspect, held by its worker as its only suspect; otherwise the attempt is given
--- back. Either way the job becomes a suspect.
+-- was a suspect (strikes = 2), which its worker held as its only suspect; otherwise the
+-- attempt is given back and the job takes a strike (two make a suspect).
 -- run_at is left as it was (already due): an orphaned job keeps its place in the queue
 -- instead of going behind a backlog that arrived while its worker was dead.
 WITH expired AS (
-    SELECT id, lease_owner, fence, suspect FROM jobs
+    SELECT id, lease_owner, fence, strikes = 2 AS suspect FROM jobs
     WHERE state = 'running' AND lease_expires_at < herald_now()
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), rescued AS (
     UPDATE jobs j
-    SET state = CASE WHEN j.suspect AND j.attempt >= j.max_attempts THEN 'dead'
+    SET state = CASE WHEN e.suspect AND j.attempt >= j.max_attempts THEN 'dead'
                      ELSE 'waiting' END::job_state,
-        attempt = CASE WHEN j.suspect THEN j.attempt ELSE j.attempt - 1 END,
-        suspect = NOT (j.suspect AND j.attempt >= j.max_attempts),
+        attempt = CASE WHEN e.suspect THEN j.attempt ELSE j.attempt - 1 END,
+        strikes = CASE WHEN e.suspect AND j.attempt >= j.max_attempts THEN 0
+                       ELSE least(j.strikes + 1, 2) END,
         lease_owner = NULL,
         lease_expires_at = NULL,
         rescues = j.rescues + 1,
         errors = (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 0 ELSE j.errors END)
                  || jsonb_build_array(jsonb_build_object(
                         'at', herald_now(), 'attempt', j.attempt, 'kind', 'lease_expired',
-                        'charged', j.suspect,
+                        'charged', e.suspect,
                         'message', 'lease expired: worker ' || e.lease_owner
                                    || ' stopped renewing it')),
-        finished_at = CASE WHEN j.suspect AND j.attempt >= j.max_attempts THEN herald_now() END
+        finished_at = CASE WHEN e.suspect AND j.attempt >= j.max_attempts THEN herald_now() END
     FROM expired e
     WHERE j.id = e.id
     RETURNING j.id, j.state, j.kind, j.queue, j.key, j.version, j.payload, j.attempt, j.step,
