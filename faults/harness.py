@@ -110,6 +110,8 @@ class Harness:
             await migrate(conn, SCHEMA)
             await conn.execute(query("create_executions"))
             await conn.execute(query("create_effects"))
+            for name in ("create_claims", "create_claims_function", "create_claims_trigger"):
+                await conn.execute(query(name))
         self.sink.start()
         self._client = await Client.open(APP, self.settings)
         logs = self.workdir / "logs"
@@ -344,6 +346,7 @@ class Harness:
             rescues = await rows("final_rescues")
             stale = {r["operation"]: int(r["n"]) for r in await rows("final_stale_writes")}
             dead = await rows("final_dead_letters")
+            claims = await rows("final_claims")
         deliveries, applied = self.sink.snapshot()
         return Observations(
             accepted=set(self.accepted),
@@ -357,6 +360,8 @@ class Harness:
             applied=applied,
             events=list(self.events),
             cancelled=dict(self.cancelled),
+            claims=claims,
+            sink_log=self.sink.log(),
         )
 
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 
 import pytest
+from faults.silent_link import SilentLink
 
 from herald import Client, Settings
 from herald.config import ConfigError
@@ -20,7 +21,6 @@ from herald.db import conninfo, make_pool
 from herald.lease import Lease, StatementDeadline, WorkerStats, bounded
 from herald.maintenance import Maintenance
 from herald.worker import Worker
-from tests.silent_link import SilentLink
 from tests.support import APP, TICKS, wait_for_job
 
 

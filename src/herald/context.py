@@ -65,6 +65,12 @@ class JobContext:
     def worker_id(self) -> str:
         return self._lease.owner
 
+    def ensure_lease(self) -> None:
+        """Call right before an external effect: raises :class:`~herald.errors.LeaseLost`
+        unless this attempt's lease was confirmed within R_self (no database round trip).
+        """
+        self._lease.vouch(self._held)
+
     async def heartbeat(self) -> None:
         """Extend the lease now (the worker also does so on its own every heartbeat)."""
         await self._lease.extend(self._held)

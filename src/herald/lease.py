@@ -71,6 +71,7 @@ class WorkerStats:
     db_errors: int = 0
     self_fenced: int = 0
     deadlines: int = 0
+    loop_blocked: int = 0
 
 
 @dataclass(eq=False)
@@ -110,6 +111,13 @@ async def bounded(work: Awaitable[T], seconds: float) -> T:
     return task.result()
 
 
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:  # a thread without a loop: a synchronous handler's
+        return False
+
+
 def _discard(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: an abandoned statement's error is not news
@@ -130,6 +138,7 @@ class Lease:
         self._pool: AsyncConnectionPool[AsyncConn] | None = None
         self._heartbeats: set[asyncio.Task[None]] = set()
         self._beat_ended = asyncio.Condition()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def open(
         self, control: AsyncConnectionPool[AsyncConn], pool: AsyncConnectionPool[AsyncConn]
@@ -137,6 +146,7 @@ class Lease:
         """``control``: the engine's own connections; ``pool``: the handlers'."""
         self._control = control
         self._pool = pool
+        self._loop = asyncio.get_running_loop()
 
     @property
     def pool(self) -> AsyncConnectionPool[AsyncConn]:
@@ -196,8 +206,7 @@ class Lease:
             if h.running and not h.lost.is_set() and not h.completed and now - h.confirmed > limit
         ]
         for held in late:
-            self.stats.self_fenced += 1
-            self.lose(
+            self._self_fence(
                 held, f"lease unconfirmed for {now - held.confirmed:.1f}s (R_self {limit:g}s)"
             )
         return len(late)
@@ -293,6 +302,27 @@ class Lease:
     def check(self, held: HeldJob) -> None:
         if held.lost.is_set():
             raise LeaseLost(f"job {held.job_id} lease lost (fence {held.fence})")
+
+    def vouch(self, held: HeldJob) -> None:
+        """Raise :class:`LeaseLost` unless the lease was confirmed within R_self, by this
+        process's clock now: checked at the moment of the call, it also holds for a
+        process that was frozen (SIGSTOP, a VM pause) and has not yet noticed. Safe to
+        call from a synchronous handler's thread."""
+        self.check(held)
+        unconfirmed = time.monotonic() - held.confirmed
+        if unconfirmed <= self.settings.self_fence_after:
+            return
+        why = f"lease unconfirmed for {unconfirmed:.1f}s at a guarded call"
+        if self._loop is None or _on_loop(self._loop):
+            self._self_fence(held, why)
+        else:
+            self._loop.call_soon_threadsafe(self._self_fence, held, why)
+        raise LeaseLost(f"job {held.job_id}: {why}")
+
+    def _self_fence(self, held: HeldJob, why: str) -> None:
+        if not held.lost.is_set():
+            self.stats.self_fenced += 1
+            self.lose(held, why)
 
     async def _pool_rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         async def run() -> list[dict[str, Any]]:

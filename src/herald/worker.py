@@ -37,6 +37,7 @@ from herald.config import Settings
 from herald.context import JobContext
 from herald.db import AsyncConn, connect, conninfo, database_url, make_pool
 from herald.lease import HeldJob, Lease, StatementDeadline, WorkerStats, bounded
+from herald.loopwatch import LoopWatch
 from herald.maintenance import Maintenance
 from herald.registry import Herald
 
@@ -69,6 +70,7 @@ class Worker:
         self.owner = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stats = WorkerStats()
         self.lease = Lease(self.owner, self.settings, self.stats)
+        self.loopwatch = LoopWatch(self.stats, threshold=self.settings.lease / 4)
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="herald")
         self._info = ""
         self._pool: AsyncConnectionPool[AsyncConn] | None = None
@@ -159,6 +161,7 @@ class Worker:
             asyncio.create_task(self.lease.heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self.lease.watchdog_loop(), name="self-fence"),
             asyncio.create_task(self.lease.completer_loop(), name="completer"),
+            asyncio.create_task(self.loopwatch.run(), name="loopwatch"),
         ]
         if s.notify:
             helpers.append(asyncio.create_task(self._listen_loop(), name="listener"))

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from urllib.parse import urlsplit, urlunsplit
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
 class SilentLink:
+    """Listens on loopback TCP; forwards to the server of ``url`` (TCP or Unix socket)."""
+
     def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.hostname is None or parts.port is None:
-            raise ValueError("the proxied URL needs a TCP host and port")
-        self._url = parts
-        self._target = (parts.hostname, parts.port)
+        params = conninfo_to_dict(url)
+        self._url = url
+        host = str(params.get("host") or "localhost")
+        port = int(params.get("port") or 5432)
+        self._unix = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else None
+        self._target = (host, port)
         self._open = asyncio.Event()
         self._open.set()
         self._server: asyncio.Server | None = None
@@ -31,15 +35,15 @@ class SilentLink:
 
     @property
     def url(self) -> str:
-        """The proxied server's URL, through this link."""
+        """The proxied server's connection string, through this link."""
         if self._server is None:
             raise RuntimeError("start the link first")
         port = self._server.sockets[0].getsockname()[1]
-        netloc = self._url.netloc.rsplit("@", 1)
-        host = f"127.0.0.1:{port}"
-        return urlunsplit(
-            self._url._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) > 1 else host)
-        )
+        return make_conninfo(self._url, host="127.0.0.1", port=str(port))
+
+    @property
+    def is_cut(self) -> bool:
+        return not self._open.is_set()
 
     def cut(self) -> None:
         self._open.clear()
@@ -56,7 +60,10 @@ class SilentLink:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await self._open.wait()
-        up_reader, up_writer = await asyncio.open_connection(*self._target)
+        if self._unix is not None:
+            up_reader, up_writer = await asyncio.open_unix_connection(self._unix)
+        else:
+            up_reader, up_writer = await asyncio.open_connection(*self._target)
         for source, sink in ((reader, up_writer), (up_reader, writer)):
             task = asyncio.create_task(self._pipe(source, sink))
             self._tasks.add(task)
