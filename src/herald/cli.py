@@ -212,7 +212,7 @@ def _setup_logging(level: str, as_json: bool) -> None:
 async def _migrate(settings: Settings) -> int:
     conn = await open_connection(settings)
     async with conn:
-        applied = await migrate(conn, settings.schema)
+        applied = await migrate(conn, settings.schema, pooled=settings.pooled)
     if applied:
         for m in applied:
             print(f"applied {m.version:04d}_{m.name}")

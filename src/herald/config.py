@@ -65,6 +65,12 @@ class Settings:
     # The deadline of every statement of the engine's own (claims, heartbeats, outcomes):
     # set on the server (statement_timeout) and kept by the client.
     statement_timeout: float = 10.0
+    # Connections go through a pooler in transaction mode (PgBouncer): no startup options,
+    # no server-side prepared statements, migrations under a transaction-scoped lock. The
+    # schema must then be the role's search_path (see docs/poolers.md). LISTEN needs a
+    # direct connection (listen_url); without one the worker polls.
+    pooled: bool = False
+    listen_url: str | None = None
     # auto: uvloop where installed (see herald.loop); asyncio opts out.
     event_loop: str = "auto"
 
@@ -134,5 +140,7 @@ class Settings:
             shutdown_grace=_float(env, "HERALD_SHUTDOWN_GRACE", 30.0),
             pool_size=int(_float(env, "HERALD_POOL_SIZE", 4)),
             statement_timeout=_float(env, "HERALD_STATEMENT_TIMEOUT", 10.0),
+            pooled=_bool(env, "HERALD_POOLED", False),
+            listen_url=env.get("HERALD_LISTEN_URL") or None,
             event_loop=(env.get("HERALD_EVENT_LOOP") or "auto").strip().lower(),
         )

@@ -142,9 +142,11 @@ class Worker:
         # Handlers' connections are checked on checkout: after a database restart a dead
         # connection would otherwise fail a handler's transaction and cost it an attempt.
         # The control loops below retry their own failures at no cost to any job.
-        self._pool = make_pool(self._info, s.pool_size, name="herald-worker", check=True)
+        self._pool = make_pool(
+            self._info, s.pool_size, name="herald-worker", check=True, pooled=s.pooled
+        )
         await self._pool.open(wait=False)
-        self._control = make_pool(engine_info, 5, name="herald-worker-control")
+        self._control = make_pool(engine_info, 5, name="herald-worker-control", pooled=s.pooled)
         await self._control.open(wait=False)
         # Claims get a connection of their own that keeps one generic plan: planning the
         # claim anew for every call cost more than running it (on the path to every
@@ -153,7 +155,7 @@ class Worker:
         claims_info = conninfo(
             url, s.schema, "herald-worker", generic_plans=True, settings=s, engine=True
         )
-        self._claims = make_pool(claims_info, 1, name="herald-worker-claims")
+        self._claims = make_pool(claims_info, 1, name="herald-worker-claims", pooled=s.pooled)
         await self._claims.open(wait=False)
         self.lease.open(self._control, self._pool)
         maintenance = Maintenance(self.app, s, self._control)
@@ -163,7 +165,8 @@ class Worker:
             asyncio.create_task(self.lease.completer_loop(), name="completer"),
             asyncio.create_task(self.loopwatch.run(), name="loopwatch"),
         ]
-        if s.notify:
+        # Through a pooler LISTEN needs a direct connection (listen_url); without one, polling.
+        if s.notify and (not s.pooled or s.listen_url):
             helpers.append(asyncio.create_task(self._listen_loop(), name="listener"))
         if self._maintenance_enabled:
             helpers.append(asyncio.create_task(maintenance.run(self._stopping), name="maintenance"))
@@ -300,7 +303,7 @@ class Worker:
         backoff = 0.1
         while True:
             try:
-                conn = await connect(self._info)
+                conn = await connect(self._listen_info())
                 async with conn:
                     await conn.execute(
                         sql.query_with_identifiers("listen", channel=self.settings.channel)
@@ -317,6 +320,12 @@ class Worker:
                 self._wake.set()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
+
+    def _listen_info(self) -> str:
+        s = self.settings
+        if s.pooled and s.listen_url:
+            return conninfo(s.listen_url, s.schema, "herald-worker-listen")
+        return self._info
 
     # --- running -----------------------------------------------------------------------
 
