@@ -120,7 +120,19 @@ class Harness:
             self.worker_env(), self.workers, self.concurrency, logs, self.events
         )
         self.started = time.time()
+        self._tasks.append(asyncio.create_task(self._probe_load()))
         return self
+
+    async def _probe_load(self, tick: float = 0.1) -> None:
+        """How late this process's own timers fire: the machine's CPU starvation, which
+        delays the workers' polls alike (latency bounds are widened by the worst lag)."""
+        loop = asyncio.get_running_loop()
+        self.notes["max_lag"] = 0.0
+        while True:
+            before = loop.time()
+            await asyncio.sleep(tick)
+            lag = loop.time() - before - tick
+            self.notes["max_lag"] = max(float(self.notes["max_lag"]), lag)
 
     async def close(self) -> None:
         if self._watch is not None:
