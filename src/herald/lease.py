@@ -220,13 +220,17 @@ class Lease:
     # --- heartbeats --------------------------------------------------------------------
 
     async def heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.heartbeat_interval)
-            self._heartbeats = {t for t in self._heartbeats if not t.done()}
-            if len(self._heartbeats) >= HEARTBEATS_IN_FLIGHT:
-                continue  # both stuck: the watchdog fences if this goes on
-            task = asyncio.create_task(self._heartbeat_pass())
-            self._heartbeats.add(task)
+        try:
+            while True:
+                await asyncio.sleep(self.settings.heartbeat_interval)
+                self._heartbeats = {t for t in self._heartbeats if not t.done()}
+                if len(self._heartbeats) >= HEARTBEATS_IN_FLIGHT:
+                    continue  # both stuck: the watchdog fences if this goes on
+                task = asyncio.create_task(self._heartbeat_pass())
+                self._heartbeats.add(task)
+        finally:
+            for task in self._heartbeats:  # not awaited: one may be stuck on a dead link
+                task.cancel()
 
     async def _heartbeat_pass(self) -> None:
         try:
