@@ -27,6 +27,7 @@ from herald.ops.jobs import cancel
 from herald.schedules import ScheduleSpec, create_schedule
 
 BASE = Durations(median=0.2, p99=3.0, cap=8.0)
+POISON_ATTEMPTS = 3
 
 
 Body = Callable[[Harness, Plan], Awaitable[None]]
@@ -136,6 +137,9 @@ async def _poison_neighbours(h: Harness, p: Plan) -> None:
     for spec in specs[5::100]:  # past the first few: the workers are up by then
         spec.kind = "publish"
         spec.payload = {**spec.payload, "crash": True, "poison": True}
+        # Fewer crash cycles (2 free strikes + 3 charged), each a worker restart: the
+        # healthy jobs keep their 5 attempts, which is what the scenario is about.
+        spec.max_attempts = POISON_ATTEMPTS
     h.start_workers()
     await h.feed(specs, p.window)
 

@@ -4,7 +4,10 @@
 -- was a suspect (strikes = 2), which its worker held as its only suspect; otherwise the
 -- attempt is given back and the job takes a strike (two make a suspect).
 -- run_at is left as it was (already due): an orphaned job keeps its place in the queue
--- instead of going behind a backlog that arrived while its worker was dead.
+-- instead of going behind a backlog that arrived while its worker was dead. Not so a
+-- charged suspect: like a failed attempt it goes to the back, or a poison job at the
+-- head of the line would be every fresh worker's first suspect (and kill it) until its
+-- attempts ran out, while the suspects behind it waited.
 WITH expired AS (
     SELECT id, lease_owner, fence, strikes = 2 AS suspect FROM jobs
     WHERE state = 'running' AND lease_expires_at < herald_now()
@@ -20,6 +23,7 @@ WITH expired AS (
                        ELSE least(j.strikes + 1, 2) END,
         lease_owner = NULL,
         lease_expires_at = NULL,
+        run_at = CASE WHEN e.suspect THEN herald_now() ELSE j.run_at END,
         rescues = j.rescues + 1,
         errors = (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 0 ELSE j.errors END)
                  || jsonb_build_array(jsonb_build_object(
