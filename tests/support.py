@@ -10,10 +10,12 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from herald import Backoff, Client, Herald, JobContext, Permanent, Retry, Settings, Snooze, Worker
 from herald.errors import Cancel
+from tests.eventually import eventually
 
 APP = Herald()
 FAST = Backoff(base=0.05, factor=2.0, cap=0.2, jitter=0.1)
@@ -169,20 +171,31 @@ async def wait_for_job(
     ``limit`` only guards against a hang; it is no statement about speed.
     """
     check = until or (lambda row: row["state"] in TERMINAL)
-    deadline = time.monotonic() + limit
-    while True:
+
+    async def reached() -> dict[str, Any] | None:
         row = await client.get_job(job_id)
-        if row is not None and check(row):
-            return row
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id} never reached the expected state: {row}")
-        await asyncio.sleep(0.02)
+        return row if row is not None and check(row) else None
+
+    return await eventually(
+        reached, what=f"job {job_id} to reach the expected state", within=limit, interval=0.02
+    )
 
 
 @APP.task("nul_result", backoff=FAST)
 async def nul_result(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     """Returns text PostgreSQL's JSON cannot hold as it is (a NUL character)."""
     return {"text": "a\x00b", "literal": "C:\\u0000"}
+
+
+@APP.task("odd_result", backoff=FAST, max_attempts=1)
+async def odd_result(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """A result JSON cannot hold as given (a datetime, a NUL), returned or committed with
+    ``ctx.transaction(result)`` as the payload says: both must store it the same way."""
+    result = {"at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), "text": "a\x00b"}
+    if payload.get("transaction"):
+        async with ctx.transaction(result):
+            pass
+    return result
 
 
 @APP.task("nul_error", backoff=FAST, max_attempts=1)

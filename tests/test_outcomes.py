@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
-from herald import Client, JobSpec, Settings, sql
+import pytest
+
+from herald import Client, Herald, JobContext, JobSpec, Settings, Worker, sql
 from herald.client import open_connection
 from herald.db import AsyncConn
+from herald.migrate import SchemaNotMigrated
 from tests.support import APP, running_worker, wait_for_job
 
 
@@ -31,11 +36,13 @@ async def test_success_records_the_result(settings: Settings, client: Client) ->
 
 
 async def test_permanent_failure_is_dead_at_attempt_one_with_its_dead_letter(
-    settings: Settings, client: Client
+    settings: Settings, client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     job = await client.enqueue("permanent", {"n": 1}, key="doc-1")
     async with running_worker(settings):
         row = await wait_for_job(client, job.id)
+    # The process's log says so too (herald up had no word for a job that stopped).
+    assert f"job {job.id} is dead (dead letter written)" in caplog.text
     assert (row["state"], row["attempt"]) == ("dead", 1)
     assert [e["message"] for e in row["errors"]] == ["this request can never succeed"]
     letters = await _rows(client, "SELECT * FROM dead_letters")
@@ -174,7 +181,13 @@ async def test_a_stale_fenced_write_changes_nothing_and_is_counted(
     job = await client.enqueue("noop")
     conn = await open_connection(settings)
     async with conn:
-        claim = {"queues": ["default"], "limit": 10, "lease_s": 30.0, "suspects": 1}
+        claim = {
+            "queues": ["default"],
+            "kinds": ["noop"],
+            "limit": 10,
+            "lease_s": 30.0,
+            "suspects": 1,
+        }
         first = await _run(conn, "claim", owner="w1", **claim)
         assert [(r["id"], r["fence"]) for r in first] == [(job.id, 1)]
         # w1 stalls past its lease: an hour passes (on this session's database clock),
@@ -257,3 +270,67 @@ async def test_outcomes_postgres_cannot_store_as_given_do_not_block_the_batch(
     # An impossible delay is a handler error like any other: recorded, retried, dead.
     assert (later["state"], later["attempt"]) == ("dead", 2)
     assert later["errors"][-1]["message"].startswith("retry delay must be between 0 and")
+
+
+async def test_a_result_is_stored_alike_returned_or_committed_in_a_transaction(
+    settings: Settings, client: Client
+) -> None:
+    returned = await client.enqueue("odd_result", {})
+    committed = await client.enqueue("odd_result", {"transaction": True})
+    async with running_worker(settings):
+        rows = [await wait_for_job(client, j.id) for j in (returned, committed)]
+    expected = {"at": "2026-01-02 03:04:05+00:00", "text": "a\ufffdb"}
+    assert [(r["state"], r["result"]) for r in rows] == [("succeeded", expected)] * 2
+
+
+async def test_a_worker_claims_only_the_kinds_it_knows(settings: Settings) -> None:
+    """A rolling deploy: a newer application admits a kind this worker does not know;
+    the job waits for a worker that knows it instead of failing here."""
+    newer = Herald()
+
+    @newer.task("echo")
+    async def echo(ctx: JobContext, payload: dict[str, Any]) -> None:
+        raise AssertionError("the older worker runs echo, not this application")
+
+    @newer.task("from_the_future")
+    async def from_the_future(ctx: JobContext, payload: dict[str, Any]) -> str:
+        return "ran"
+
+    async with await Client.open(newer, settings) as newer_client:
+        unknown = await newer_client.enqueue("from_the_future")
+        known = await newer_client.enqueue("echo", {"n": 1})
+        async with running_worker(settings):
+            assert (await wait_for_job(newer_client, known.id))["state"] == "succeeded"
+            row = await newer_client.get_job(unknown.id)
+            assert row is not None and (row["state"], row["attempt"]) == ("waiting", 0)
+        worker = Worker(newer, settings=settings)
+        task = asyncio.create_task(worker.run())
+        try:
+            row = await wait_for_job(newer_client, unknown.id)
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, 30)
+    assert (row["state"], row["result"]) == ("succeeded", "ran")
+
+
+async def test_a_worker_on_a_schema_not_migrated_fails_at_once_saying_so(
+    settings: Settings,
+) -> None:
+    bare = replace(settings, schema=settings.schema + "_bare")
+    with pytest.raises(SchemaNotMigrated, match="run `herald migrate` first"):
+        await asyncio.wait_for(Worker(APP, settings=bare).run(), 30)
+
+
+def test_herald_worker_before_migrate_exits_with_the_fix(
+    database: str,
+    schema_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from herald.cli import main
+
+    monkeypatch.setenv("HERALD_DATABASE_URL", database)
+    monkeypatch.setenv("HERALD_SCHEMA", schema_name)
+    argv = ["--app", "tests.support:APP", "worker", "--no-maintenance"]
+    assert main(argv) == 1
+    assert "run `herald migrate` first" in capsys.readouterr().err

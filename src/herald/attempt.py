@@ -13,8 +13,9 @@ import logging
 from typing import Any
 
 from herald.context import JobContext
+from herald.encoding import dump_result
 from herald.errors import Cancel, LeaseLost, Permanent, Retry, Snooze
-from herald.outcomes import SHUTDOWN_ERROR, Outcome, encode_error, encode_result
+from herald.outcomes import SHUTDOWN_ERROR, Outcome, encode_error
 from herald.registry import Herald, Kind, call
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ async def run_attempt(app: Herald, ctx: JobContext, payload: dict[str, Any]) -> 
                 result = await _run_steps(kind, ctx, payload)
         if ctx.completed_in_transaction:
             return None
-        return Outcome(job, fence, "succeeded", result=encode_result(result))
+        return Outcome(job, fence, "succeeded", result=dump_result(result))
     except asyncio.CancelledError:
         if ctx.lease_lost:
             return None
@@ -43,6 +44,7 @@ async def run_attempt(app: Herald, ctx: JobContext, payload: dict[str, Any]) -> 
     except Snooze as exc:
         return Outcome(job, fence, "snooze", delay=exc.seconds)
     except Permanent as exc:
+        log.warning("job %d (%s) failed permanently: %s", job, ctx.kind, exc)
         return Outcome(job, fence, "dead", error=encode_error("permanent", exc))
     except Cancel as exc:
         return Outcome(job, fence, "cancelled", error=encode_error("cancelled", exc))
@@ -67,8 +69,8 @@ def _backoff(app: Herald, ctx: JobContext) -> float:
 
 
 async def _run_steps(kind: Kind, ctx: JobContext, payload: dict[str, Any]) -> Any:
-    if kind.limits is not None:  # may raise Snooze: not an attempt
-        await kind.limits.enforce(ctx.pool, ctx, payload)
+    for gate in kind.gates.values():  # may raise Snooze: not an attempt
+        await gate(ctx.pool, ctx, payload)
     if not kind.pipeline:
         step = kind.steps[0]
         return await call(step.handler, step.is_async, ctx, payload)

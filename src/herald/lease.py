@@ -42,8 +42,9 @@ from psycopg_pool import AsyncConnectionPool
 from herald import sql
 from herald.config import Settings
 from herald.db import AsyncConn
+from herald.encoding import dump_result
 from herald.errors import LeaseLost
-from herald.outcomes import Outcome, encode_result
+from herald.outcomes import Outcome
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -402,7 +403,7 @@ class Lease:
                                         held.job_id,
                                         held.fence,
                                         "succeeded",
-                                        result=encode_result(result),
+                                        result=dump_result(result),
                                     )
                                 ],
                                 self.owner,
@@ -467,6 +468,9 @@ class Lease:
             stats.succeeded += 1
         elif state == "dead":
             stats.dead += 1
+            # Operators watching a process's log see every job that stops for good.
+            reason = json.loads(o.error).get("message") if o.error else o.outcome
+            log.warning("job %d is dead (dead letter written): %s", o.job_id, reason)
         elif state == "cancelled":
             stats.cancelled += 1
         elif o.outcome == "snooze":

@@ -1,23 +1,19 @@
-"""How an attempt's outcome is written down: the record, and the one JSON encoder.
+"""How an attempt's outcome is written down: the record, and its error entries.
 
-Results and errors go into jsonb columns. Every path that records a result (a plain
-return, ``ctx.transaction(result)``) encodes it here, so they store the same thing.
+Results are encoded by :mod:`herald.encoding` (the one encoder every path shares).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import traceback
 from dataclasses import dataclass
-from typing import Any
+
+from herald.encoding import storable
 
 SHUTDOWN_ERROR = json.dumps(
     {"kind": "shutdown", "message": "worker shut down before the job finished"}
 )
-# A NUL character as json.dumps escapes it (its backslash not itself escaped). PostgreSQL's
-# jsonb refuses it, and one refused outcome would fail its whole batch again and again.
-_ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
 @dataclass
@@ -30,23 +26,6 @@ class Outcome:
     delay: float | None = None
     error: str | None = None
     result: str | None = None
-
-
-def encode_result(result: Any) -> str | None:
-    """A handler's result as jsonb text; what JSON cannot hold is stored as its repr."""
-    if result is None:
-        return None
-    try:
-        return storable(json.dumps(result, allow_nan=False, default=str))
-    except (TypeError, ValueError):
-        return storable(json.dumps(repr(result)))
-
-
-def storable(text: str) -> str:
-    """JSON text jsonb accepts: NUL characters become U+FFFD."""
-    if "\\u0000" not in text:
-        return text
-    return _ESCAPED_NUL.sub(r"\1\\ufffd", text)
 
 
 def encode_error(kind: str, exc: BaseException, message: str | None = None) -> str:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
@@ -39,6 +40,7 @@ from herald.db import AsyncConn, connect, conninfo, database_url, make_pool
 from herald.lease import HeldJob, Lease, StatementDeadline, WorkerStats, bounded
 from herald.loopwatch import LoopWatch
 from herald.maintenance import Maintenance
+from herald.migrate import require_migrated
 from herald.registry import Herald
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,7 @@ class Worker:
         url = database_url(self.settings)  # boots (or finds) the embedded server: once
         s = self.settings
         self._info = conninfo(url, s.schema, "herald-worker", settings=s)
+        await self._require_schema()
         engine_info = conninfo(url, s.schema, "herald-worker", settings=s, engine=True)
         # Handlers' connections are checked on checkout: after a database restart a dead
         # connection would otherwise fail a handler's transaction and cost it an attempt.
@@ -188,6 +191,19 @@ class Worker:
                 await asyncio.wait_for(asyncio.gather(*closing), self._grace_left() + 0.01)
             self.executor.shutdown(wait=False, cancel_futures=True)
             log.info("worker %s stopped", self.owner)
+
+    async def _require_schema(self) -> None:
+        """Fail fast, with the fix in the message, on a schema not (fully) migrated: a
+        worker started before `herald migrate` would otherwise retry its claim forever.
+        An unreachable database is not judged here; the loops wait for it."""
+        try:
+            conn = await connect(self._info, pooled=self.settings.pooled)
+        except psycopg.OperationalError:
+            return
+        try:
+            await require_migrated(conn, self.settings.schema)
+        finally:
+            await conn.close()
 
     async def _drain(self) -> None:
         if not self._running:
@@ -263,6 +279,7 @@ class Worker:
         """
         params = {
             "queues": self.queues,
+            "kinds": [kind.name for kind in self.app.kinds()],
             "limit": limit,
             "owner": self.owner,
             "lease_s": self.settings.lease,

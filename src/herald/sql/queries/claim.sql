@@ -2,6 +2,8 @@
 -- Each queue is read in claim order from its own slice of the claim index (an ordered
 -- index scan that stops after `limit` rows), then the queues are merged by that order.
 -- The clock is read once (MATERIALIZED), not evaluated again for every row.
+-- Only kinds this worker knows are claimed: during a rolling deploy an older worker
+-- leaves a new kind's jobs to the workers that can run them.
 -- Poison isolation: the batch holds at most `suspects` suspects (strikes = 2), 0 or 1: a
 -- worker holds one suspect at a time, so the death of its worker can be charged to it.
 WITH clock AS MATERIALIZED (SELECT herald_now() AS now), candidates AS (
@@ -13,6 +15,7 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), candidates AS (
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at, strikes FROM jobs
         WHERE state = 'waiting' AND queue = q.name AND run_at <= herald_now()
+          AND kind = ANY(%(kinds)s::text[])
           AND (strikes < 2 OR %(suspects)s::int > 0)
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
