@@ -370,7 +370,7 @@ SCENARIOS: dict[str, Scenario] = {
             "poison_neighbours",
             "1 % poison jobs crash their worker: no healthy job pays for them",
             1111,
-            _with(_S, jobs=300, drain=90.0),
+            _with(_S, jobs=200, drain=120.0),
             _with(_F, jobs=2000, window=60.0, drain=120.0),
             _poison_neighbours,
             expect.verify_poison_neighbours,
