@@ -48,6 +48,16 @@ EXPECTED: dict[tuple[str, str], str | None] = {
     ("GET", "/v1/catalog"): "read",
     ("GET", "/v1/sparql"): "read",
     ("POST", "/v1/sparql"): "read",
+    # ingestion (herald.api.ingest)
+    ("GET", "/v1/ingest/providers"): "read",
+    ("GET", "/v1/ingest/providers/{name}"): "read",
+    ("PUT", "/v1/ingest/providers/{name}"): "operate",
+    ("POST", "/v1/ingest/providers/{name}/fetch"): "submit",
+    ("GET", "/v1/ingest/runs"): "read",
+    ("GET", "/v1/ingest/runs/{run_id}"): "read",
+    ("GET", "/v1/ingest/quarantine"): "read",
+    ("GET", "/search"): "read",
+    ("GET", "/v1/search"): "read",
     # the social application's routes (herald.api.social)
     ("GET", "/health"): None,
     ("POST", "/users"): "operate",
@@ -69,6 +79,7 @@ SAMPLE = {
     "account_id": "1",
     "service": "social",
     "message_id": "1",
+    "run_id": "1",
 }
 
 
