@@ -522,6 +522,23 @@ async def test_the_catalog_adds_its_pages_through_the_registry(console: Console)
         assert (await http.get("/ui/datasets/air/versions/1")).status_code == 404
 
 
+async def test_ingestion_adds_its_page_through_the_registry(console: Console) -> None:
+    from tests.ingest.harness import add_provider, open_conn, stage_snapshot
+
+    admin = await console.key("admin", ["admin"])
+    async with await open_conn(console.settings) as conn:
+        await add_provider(conn, "acme", "http://127.0.0.1:9/feeds/acme")
+        from herald.ingest.sandbox import SnapshotSpec
+
+        run_id = await stage_snapshot(conn, "acme", SnapshotSpec(plans=20), 1)
+    async with console.browser() as http:
+        await sign_in(http, admin)
+        assert 'href="/ui/ingest"' in (await http.get("/ui/")).text
+        page = await http.get("/ui/ingest")
+        assert page.status_code == 200 and "http://127.0.0.1:9/feeds/acme" in page.text
+        assert f'<td class="num">{run_id}</td>' in page.text and "staged" in page.text
+
+
 # --- the registry -------------------------------------------------------------------------
 
 
@@ -603,4 +620,4 @@ def test_the_registry_refuses_clashing_or_malformed_extensions(tmp_path: Path) -
         Registry(core(), [ConsoleExtension("Bad Name")])
     with pytest.raises(ConsoleError, match="navigation"):
         Registry(core(), [ConsoleExtension("x", nav=(NavEntry("X", "/x", scope="root"),))])
-    assert [e.name for e in discover()] == ["catalog"]
+    assert [e.name for e in discover()] == ["catalog", "ingest"]
