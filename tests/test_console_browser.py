@@ -12,94 +12,37 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from herald.api import create_key
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.schedules import ScheduleSpec, create_schedule
-from tests.browser import chromium, screenshot
+from tests.browser import chromium, page_text, screenshot, serve_up, wait
 from tests.support import APP
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def herald_up(settings: Settings, tmp_path: Path) -> Iterator[str]:
     """``herald up`` on a free port, live updates every second; yields its base URL."""
-    assert settings.database_url is not None
-    port = _free_port()
-    log_path = tmp_path / "up.log"
-    env = {
-        **os.environ,
-        "HERALD_DATABASE_URL": settings.database_url,
-        "HERALD_SCHEMA": settings.schema,
-        "HERALD_POLL_INTERVAL": "0.2",
-        "HERALD_CONSOLE_REFRESH": "1",
-        "HERALD_TEST_GATE_DIR": str(tmp_path),
-    }
-    argv = ["--app", "tests.support:APP", "up", "--port", str(port), "--concurrency", "2"]
-    argv += ["--scheduler-interval", "0.5"]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "herald", *argv], cwd=ROOT, env=env, stdout=log,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (
-                "herald up did not get ready\n" + log_path.read_text()
-            )
-            time.sleep(0.2)
+    with serve_up(settings, tmp_path) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _wait(what: str, check: Callable[[], Any], within: float = 30.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    return wait(what, check, within)
 
 
 def _visible_text(driver: Any) -> str:
-    return str(driver.find_element("tag name", "body").text)
+    return page_text(driver)
 
 
 def _sign_in(driver: Any, token: str) -> None:
