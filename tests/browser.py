@@ -97,9 +97,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve_up(settings: Settings, tmp_path: Path) -> Iterator[str]:
-    """``herald up`` (tests.support:APP) on a free port, live updates every second;
-    yields its base URL and stops it (SIGTERM) afterwards."""
+def serve_up(settings: Settings, tmp_path: Path, app: str = "tests.support:APP") -> Iterator[str]:
+    """``herald up`` of ``app`` on a free port, live updates every second, its files
+    under ``tmp_path``; yields its base URL and stops it (SIGTERM) afterwards."""
     assert settings.database_url is not None
     port = _free_port()
     log_path = tmp_path / "up.log"
@@ -110,8 +110,9 @@ def serve_up(settings: Settings, tmp_path: Path) -> Iterator[str]:
         "HERALD_POLL_INTERVAL": "0.2",
         "HERALD_CONSOLE_REFRESH": "1",
         "HERALD_TEST_GATE_DIR": str(tmp_path),
+        "HERALD_DATA_DIR": str(tmp_path / "data"),
     }
-    argv = ["--app", "tests.support:APP", "up", "--port", str(port), "--concurrency", "2"]
+    argv = ["--app", app, "up", "--port", str(port), "--concurrency", "2"]
     argv += ["--scheduler-interval", "0.5"]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
