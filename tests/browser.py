@@ -169,3 +169,17 @@ def wait(what: str, check: Callable[[], Any], within: float = 30.0) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.1)
+
+
+def click(driver: Any, css: str) -> None:
+    """Click the first element matching ``css``, again if a live swap replaced it
+    between finding and clicking."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(10):
+        try:
+            driver.find_elements("css selector", css)[0].click()
+            return
+        except (StaleElementReferenceException, IndexError):
+            time.sleep(0.1)
+    raise AssertionError(f"{css} kept being replaced (or never appeared)")

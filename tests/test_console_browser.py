@@ -23,7 +23,7 @@ from herald.api import create_key
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.schedules import ScheduleSpec, create_schedule
-from tests.browser import chromium, page_text, screenshot, serve_up, wait
+from tests.browser import chromium, click, page_text, screenshot, serve_up, wait
 from tests.support import APP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,9 +86,8 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
             d.get(f"{url}/ui/dead-letters")
             _sign_in(d, ops)  # back to the page asked for
             _wait("the dead letters page", lambda: d.title.startswith("Dead letters"))
-            row = d.find_element("id", f"dl-{dead_id}")
             assert "upstream not ready" in _visible_text(d)
-            row.click()
+            click(d, f"#dl-{dead_id}")
             d.find_element("xpath", "//button[normalize-space()='Replay selected…']").click()
             _wait("the review", lambda: "What will happen" in _visible_text(d))
             assert f"as a replay of job {dead_job.id}" in _visible_text(d)
@@ -196,6 +195,17 @@ async def _screenshots(
             "LATERAL (SELECT herald_now() - g * interval '4 seconds' "
             "- (q = 'mail')::int * interval '5 minutes' AS t) x "
             "WHERE q = 'default' OR g % 3 = 0"
+        )
+        # And the housekeeper's queue samples of that hour: depth, running, waiting age.
+        await conn.execute(
+            "INSERT INTO queue_samples (at, queues) "
+            "SELECT herald_now() - g * interval '30 seconds', jsonb_build_object("
+            "'default', jsonb_build_object('available', d, 'scheduled', 0, 'running', "
+            "least(d, 2), 'oldest_waiting_s', CASE WHEN d > 0 THEN d * 4.5 END), "
+            "'mail', jsonb_build_object('available', d / 3, 'scheduled', 1, 'running', "
+            "(d > 5)::int, 'oldest_waiting_s', CASE WHEN d > 2 THEN d * 2.0 END)) "
+            "FROM generate_series(1, 119) g, "
+            "LATERAL (SELECT greatest(0, round(12 + 11 * sin(g / 9.0)))::int AS d) x"
         )
     for n in range(40):
         await client.enqueue("echo", {"n": n})

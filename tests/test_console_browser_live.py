@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
 
 from herald.api import create_key
 from herald.client import Client, open_connection
 from herald.config import Settings
-from tests.browser import chromium, page_text, serve_up, wait
+from tests.browser import chromium, click, page_text, serve_up, wait
 from tests.support import APP
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -60,17 +59,6 @@ def _tile(driver: Any, label: str) -> int:
     return int(found)
 
 
-def _click(driver: Any, css: str) -> None:
-    """Click the first element matching ``css``, again if a live swap replaced it."""
-    for _ in range(5):
-        try:
-            driver.find_elements("css selector", css)[0].click()
-            return
-        except StaleElementReferenceException:
-            time.sleep(0.1)
-    raise AssertionError(f"{css} kept being replaced")
-
-
 async def test_overview_and_lists_follow_the_engine_without_a_reload(
     settings: Settings, herald_up: str
 ) -> None:
@@ -107,7 +95,7 @@ async def test_overview_and_lists_follow_the_engine_without_a_reload(
             assert d.execute_script("return window.heraldMarker") == "same page"
 
             # A ticked row is the operator's: the list is left alone while it is.
-            _click(d, "input[name=target]")
+            click(d, "input[name=target]")
             await client.enqueue("permanent", {}, key="third-feed")
             await asyncio.sleep(3.5)  # three refresh periods
             assert "third-feed" not in _text(d)
