@@ -7,19 +7,18 @@ test's tmp_path so a failing test can show what every worker said.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 from herald.config import Settings
+from tests.eventually import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 _STARTED = re.compile(r"worker (\S+) started on queues")
@@ -166,14 +165,7 @@ async def wait_for(
     interval: float = 0.1,
 ) -> T:
     """Poll ``probe`` until it returns something truthy; fail with the workers' output."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last  # type: ignore[no-any-return]
-        await asyncio.sleep(interval)
-    logs = workers.report() if workers is not None else ""
-    raise AssertionError(
-        f"timed out after {within:.0f}s waiting for {what} (last: {last!r})\n{logs}"
-    )
+    report = workers.report if workers is not None else None
+    found = await eventually(probe, what=what, within=within, interval=interval, report=report)
+    assert found is not None
+    return found

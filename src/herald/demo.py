@@ -19,7 +19,7 @@ import time
 from typing import Any, TextIO
 
 from herald.catalog import datasets as registry
-from herald.catalog.datasets import Dataset, VersionRecord
+from herald.catalog.datasets import Dataset, VersionRecord, VersionState
 from herald.catalog.errors import TripleStoreError
 from herald.catalog.metadata import (
     Agent,
@@ -47,6 +47,7 @@ from herald.config import Settings
 from herald.migrate import migrate
 from herald.ops.housekeeping import Housekeeper
 from herald.registry import Herald
+from herald.states import ACTIVE_JOB_STATES, JobState
 from herald.worker import Worker
 
 DEFAULT_RECORDS = 300_000
@@ -163,7 +164,7 @@ async def _wait_for(client: Client, job_id: int) -> dict[str, Any]:
         job = await client.get_job(job_id)
         if job is None:
             raise RuntimeError(f"job {job_id} disappeared")
-        if job["state"] not in ("waiting", "running") or time.monotonic() > deadline:
+        if job["state"] not in ACTIVE_JOB_STATES or time.monotonic() > deadline:
             return job
         await asyncio.sleep(0.1)
 
@@ -234,7 +235,7 @@ async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(keeper.run(stop))]
     try:
         job = await _wait_for(client, job_id)
-        if job["state"] == "dead":  # undo the failed attempt now
+        if job["state"] == JobState.DEAD:  # undo the failed attempt now
             await keeper.cleanup.run_once()
         return job
     finally:
@@ -253,7 +254,7 @@ def _summary(
     record: VersionRecord,
 ) -> int:
     _show_version(record)
-    if record.state != "published":
+    if record.state != VersionState.PUBLISHED:
         print(f"\nPublication job {job['id']} ended {job['state']}.")
         if record.error:
             print(record.error)
@@ -280,8 +281,11 @@ def _summary(
     print(f"  files under:                  {(settings.data_dir / 'exports').resolve()}")
     print(f"  this version:                 {urls.version(record.dataset_id, record.version)}")
     print(f"  the catalog:                  {urls.catalog_graph}")
-    print("\nThese URLs are served by the API (`herald up`), to an API key with the read scope:")
-    print("  .venv/bin/herald apikey create me --scopes read   # prints a token, once")
-    print("  .venv/bin/herald up                               # API, worker, scheduler")
+    print(
+        "\nThese URLs are served by the API (`herald up`; pip install -e '.[api]'), to an API "
+        "key with the read scope:"
+    )
+    print("  .venv/bin/herald apikey create me --scopes read      # prints a token, once")
+    print("  .venv/bin/herald up --app herald.demo:app            # API, worker, scheduler")
     print(f'  curl -H "Authorization: Bearer <token>" {urls.catalog_graph}')
     return 0

@@ -3,33 +3,33 @@
 * rescuer: running jobs whose lease expired go back to waiting, or are dead-lettered
   once their attempts are spent. Nothing hangs.
 * pruner: finished jobs past their kind's retention are deleted in small batches;
-  kinds that keep their records forever are left alone. So is limiter state nobody
-  needs any more: concurrency slots already free, and token buckets idle for longer
-  than the default retention (full again by then).
+  kinds that keep their records forever are left alone. The maintenance hooks of the
+  layers above (see herald.hooks) prune their own state in the same pass: e.g. the
+  limiter state nobody needs any more (herald.ops.limits).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
 from herald.config import Settings
 from herald.db import AsyncConn
+from herald.periodic import run_periodically
 from herald.registry import Herald
+from herald.states import JobState
 
 log = logging.getLogger(__name__)
 
 RESCUE_BATCH = 500
 PRUNE_BATCH = 1000
-# Keys whose free slots one pass deletes: each is locked (advisory) to the end of the
-# pass's transaction, and locks share a bounded table in PostgreSQL.
-SLOT_KEYS_BATCH = 100
+# Batches one pass lets each maintenance hook prune.
+HOOK_BATCHES = 10
 
 
 @dataclass
@@ -37,7 +37,7 @@ class MaintenanceStats:
     rescued: int = 0
     rescued_dead: int = 0
     pruned: int = 0
-    pruned_limits: int = 0
+    pruned_by_hook: dict[str, int] = field(default_factory=dict)
     errors: int = 0
 
 
@@ -57,7 +57,7 @@ class Maintenance:
             cur = await conn.execute(sql.query("rescue"), {"limit": RESCUE_BATCH})
             rows = await cur.fetchall()
         for row in rows:
-            if row["state"] == "dead":
+            if row["state"] == JobState.DEAD:
                 self.stats.rescued_dead += 1
                 log.warning("job %d dead-lettered: lease expired with no attempts left", row["id"])
             else:
@@ -97,30 +97,21 @@ class Maintenance:
         self.stats.pruned += max(0, deleted)
         return max(0, deleted)
 
-    async def prune_limits_once(self) -> bool:
-        """Delete one batch of free concurrency slots and long-idle token buckets.
+    async def prune_hooks_once(self, stopping: asyncio.Event | None = None) -> None:
+        """Let each maintenance hook (see herald.hooks) prune its state, a few batches each.
 
-        Returns whether a batch was full (more may be left). A slot is deleted only
-        under its key's takers' lock, so a slot taken meanwhile is never deleted.
+        Bounded: state whose owners are busy would be found again and again.
         """
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(sql.query("prune_slot_keys"), {"limit": SLOT_KEYS_BATCH})
-            keys = [row["key"] for row in await cur.fetchall()]
-            deleted = 0
-            if keys:
-                async with conn.transaction():
-                    cur = await conn.execute(sql.query("prune_slot_lock"), {"keys": keys})
-                    locked = [row["key"] for row in await cur.fetchall()]
-                    if locked:
-                        cur = await conn.execute(sql.query("prune_slot_delete"), {"keys": locked})
-                        deleted += max(0, cur.rowcount)
-            cur = await conn.execute(
-                sql.query("prune_rate_buckets"),
-                {"retention_s": self.settings.default_retention, "limit": PRUNE_BATCH},
-            )
-            buckets = max(0, cur.rowcount)
-        self.stats.pruned_limits += deleted + buckets
-        return len(keys) == SLOT_KEYS_BATCH or buckets == PRUNE_BATCH
+        for hook in self.app.maintenance_hooks():
+            for _ in range(HOOK_BATCHES):
+                if stopping is not None and stopping.is_set():
+                    return
+                pruned = await hook.prune_once(self.pool, self.settings)
+                self.stats.pruned_by_hook[hook.name] = (
+                    self.stats.pruned_by_hook.get(hook.name, 0) + pruned.deleted
+                )
+                if not pruned.more:
+                    break
 
     async def run_pass(self, stopping: asyncio.Event | None = None) -> None:
         """Rescue every expired lease, and prune when the prune interval has come round."""
@@ -133,21 +124,23 @@ class Maintenance:
             pruned = PRUNE_BATCH
             while pruned == PRUNE_BATCH:
                 pruned = await self.prune_once()
-            # Bounded: keys whose takers are busy would be found again and again.
-            for _ in range(10):
-                if (stopping is not None and stopping.is_set()) or not (
-                    await self.prune_limits_once()
-                ):
-                    break
+            await self.prune_hooks_once(stopping)
             self._next_prune = loop.time() + self.settings.prune_interval
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Rescue every rescue interval and prune every prune interval until stopped."""
-        while not stopping.is_set():
-            try:
-                await self.run_pass(stopping)
-            except Exception as exc:  # must survive database restarts and surprises
-                self.stats.errors += 1
-                log.warning("maintenance pass failed (%s); will try again", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.settings.rescue_interval)
+
+        async def one_pass() -> None:
+            await self.run_pass(stopping)
+
+        def count(_: Exception) -> None:
+            self.stats.errors += 1
+
+        await run_periodically(
+            one_pass,
+            every=self.settings.rescue_interval,
+            stopping=stopping,
+            what="maintenance pass",
+            log=log,
+            on_error=count,
+        )

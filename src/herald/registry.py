@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from herald.backoff import Backoff
 from herald.errors import UnknownKind
+from herald.hooks import Gate, MaintenanceHook, discovered_maintenance_hooks
 
 if TYPE_CHECKING:
     from herald.context import JobContext
-    from herald.ops.limits import Limits
 
 Payload = dict[str, Any]
 Handler = Callable[["JobContext", Payload], Any]
@@ -69,17 +69,12 @@ class Kind:
     steps: list[Step] = field(default_factory=list)
     compensate: Compensation | None = None
     pipeline: bool = False
-    limits: Limits | None = None  # rate/concurrency limits, see herald.ops.limits.declare
+    # Checked by the worker before each attempt, in order (see herald.hooks): e.g. the
+    # rate and concurrency limits of herald.ops.limits.declare, under the name "limits".
+    gates: dict[str, Gate] = field(default_factory=dict)
     # The API scope a caller needs to submit (or schedule) this kind over HTTP; None: an
     # internal kind that only its own application code enqueues.
     api_scope: str | None = "submit"
-
-    @property
-    def keeps_forever(self) -> bool:
-        return self.retention is not None and math.isinf(self.retention)
-
-    def step_names(self) -> list[str]:
-        return [s.name for s in self.steps]
 
     def first_step_index(self, step: str | None) -> int:
         """Index of the step to run, given the job's saved current step."""
@@ -138,6 +133,7 @@ class Herald:
         self._kinds: dict[str, Kind] = {}
         self._pipelines: dict[str, Pipeline] = {}
         self._duties: dict[str, Duty] = {}
+        self._maintenance_hooks: dict[str, MaintenanceHook] = {}
 
     def _add(self, kind: Kind) -> Kind:
         _check_name("kind", kind.name)
@@ -241,6 +237,34 @@ class Herald:
 
     def duties(self) -> list[Duty]:
         return list(self._duties.values())
+
+    def gate(self, kind: str, name: str, gate: Gate | None) -> None:
+        """Set (or, with None, remove) the admission gate ``name`` of ``kind``: run by
+        the worker before each attempt's handler, it may raise Snooze (see herald.hooks)."""
+        found = {k.name: k for k in self._kinds.values()}
+        if kind not in found:
+            raise ValueError(f"kind {kind!r} is not registered (known: {', '.join(sorted(found))})")
+        if gate is None:
+            found[kind].gates.pop(name, None)
+        else:
+            found[kind].gates[name] = gate
+
+    def maintenance_hook(self, hook: MaintenanceHook) -> MaintenanceHook:
+        """Prune ``hook``'s state in every worker's maintenance pass (see herald.hooks)."""
+        _check_name("maintenance hook", hook.name)
+        if hook.name in self._maintenance_hooks:
+            raise ValueError(f"maintenance hook {hook.name!r} is registered twice")
+        self._maintenance_hooks[hook.name] = hook
+        return hook
+
+    def maintenance_hooks(self) -> list[MaintenanceHook]:
+        """The installed packages' hooks, then the application's own."""
+        found = {hook.name: hook for hook in discovered_maintenance_hooks()}
+        for name, hook in self._maintenance_hooks.items():
+            if name in found:
+                raise ValueError(f"maintenance hook {name!r} is also installed as an entry point")
+            found[name] = hook
+        return list(found.values())
 
     def kind(self, name: str) -> Kind:
         try:

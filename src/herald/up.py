@@ -17,13 +17,13 @@ import contextlib
 import dataclasses
 import ipaddress
 import logging
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from herald import loop
 from herald.config import ConfigError, Settings
+from herald.periodic import stop_on_signals
 
 if TYPE_CHECKING:
     import uvicorn
@@ -252,17 +252,11 @@ async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str,
             server.force_exit = server.should_exit
             server.should_exit = True
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, shutdown)
-    try:
+    with stop_on_signals(shutdown):
         tasks = [asyncio.create_task(_serve_checked(s)) for s in servers]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         shutdown()
         results = await asyncio.gather(*tasks, return_exceptions=True)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
     failed = [r for r in results if r is not None]
     for error in failed:
         log.error("server failed: %r", error)
@@ -326,40 +320,36 @@ async def up(
         stop.set()
         worker.stop()
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, shutdown)
-    keeper = await Housekeeper.open(app, settings)
-    scheduler = None
-    if scheduler_interval is not None:
-        scheduler = await Scheduler.open(app, settings, interval=scheduler_interval)
-    parts = [
-        *(asyncio.create_task(_serve_checked(s), name="api") for s in servers),
-        asyncio.create_task(worker.run(), name="worker"),
-        asyncio.create_task(keeper.run(stop), name="housekeeping"),
-    ]
-    if scheduler is not None:
-        parts.append(asyncio.create_task(scheduler.run(stop), name="scheduler"))
-    log.info(
-        "herald up: API on http://%s:%d (console at /ui), worker on %s, scheduler %s",
-        host,
-        port,
-        ",".join(worker.queues),
-        "on" if scheduler is not None else "off",
-    )
-    try:
-        await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
-        unexpected = not stop.is_set()
-        if unexpected:  # one part ended on its own: take the others down with it
-            log.error("a part of herald up stopped on its own; stopping the others")
-            shutdown()
-        results = await asyncio.gather(*parts, return_exceptions=True)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+    with stop_on_signals(shutdown):
+        keeper = await Housekeeper.open(app, settings)
+        scheduler = None
+        if scheduler_interval is not None:
+            scheduler = await Scheduler.open(app, settings, interval=scheduler_interval)
+        parts = [
+            *(asyncio.create_task(_serve_checked(s), name="api") for s in servers),
+            asyncio.create_task(worker.run(), name="worker"),
+            asyncio.create_task(keeper.run(stop), name="housekeeping"),
+        ]
         if scheduler is not None:
-            await scheduler.close()
-        await keeper.close()
+            parts.append(asyncio.create_task(scheduler.run(stop), name="scheduler"))
+        log.info(
+            "herald up: API on http://%s:%d (console at /ui), worker on %s, scheduler %s",
+            host,
+            port,
+            ",".join(worker.queues),
+            "on" if scheduler is not None else "off",
+        )
+        try:
+            await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+            unexpected = not stop.is_set()
+            if unexpected:  # one part ended on its own: take the others down with it
+                log.error("a part of herald up stopped on its own; stopping the others")
+                shutdown()
+            results = await asyncio.gather(*parts, return_exceptions=True)
+        finally:
+            if scheduler is not None:
+                await scheduler.close()
+            await keeper.close()
     failures = [(t.get_name(), r) for t, r in zip(parts, results, strict=True) if r is not None]
     for name, error in failures:
         log.error("%s failed: %r", name, error)

@@ -441,8 +441,8 @@ class Worker:
             return 1.0
 
     async def _run_steps(self, kind: Kind, ctx: JobContext, payload: dict[str, Any]) -> Any:
-        if kind.limits is not None:  # may raise Snooze: not an attempt
-            await kind.limits.enforce(self.pool, ctx, payload)
+        for gate in kind.gates.values():  # may raise Snooze: not an attempt
+            await gate(self.pool, ctx, payload)
         if not kind.pipeline:
             step = kind.steps[0]
             return await call(step.handler, step.is_async, ctx, payload)

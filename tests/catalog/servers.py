@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.eventually import eventually_sync
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,18 @@ def _missing(what: str) -> None:
 
 def _wait_until_answering(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
     """A readiness wait (the server answers a query), not a statement about speed."""
-    deadline = time.monotonic() + 60
-    while True:
+
+    def answers() -> bool:
         try:
             httpx.post(url, data={"query": "ASK {}"}, timeout=5).raise_for_status()
-            return
+            return True
         except httpx.HTTPError:
             if server.poll() is not None:
                 tail = log.read_text(errors="replace")[-2000:]
                 raise AssertionError(f"{url} exited: {tail}") from None
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{url} did not answer within 60 s") from None
-            time.sleep(0.2)
+            return False
+
+    eventually_sync(answers, what=f"{url} to answer", within=60)
 
 
 @contextmanager

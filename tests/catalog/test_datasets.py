@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,10 +9,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from herald.catalog.admission import create_version
 from herald.catalog.datasets import (
     Dataset,
     InvalidTransition,
-    UnknownDataset,
+    VersionState,
     forget_files,
     get_dataset,
     get_version,
@@ -22,7 +22,6 @@ from herald.catalog.datasets import (
     record_files,
     register_dataset,
     set_version_job,
-    start_version,
     transition,
 )
 from herald.catalog.errors import MetadataError, SourceError
@@ -86,7 +85,7 @@ async def test_database_refuses_what_the_code_would_never_write(conn: AsyncConn)
     await register_dataset(conn, SAMPLE)
     with pytest.raises(psycopg.errors.CheckViolation):
         await conn.execute("UPDATE datasets SET tier = 'gold'")
-    version, _ = await start_version(conn, "measures")
+    assert await create_version(conn, "measures", 1, 7)
     with pytest.raises(psycopg.errors.CheckViolation):
         await conn.execute("UPDATE dataset_versions SET state = 'published'")
     with pytest.raises(psycopg.errors.CheckViolation):
@@ -95,34 +94,34 @@ async def test_database_refuses_what_the_code_would_never_write(conn: AsyncConn)
         await conn.execute(
             "INSERT INTO dataset_versions (dataset_id, version) VALUES ('measures', 99)"
         )
-    assert version.version == 1
 
 
 async def test_versions_move_through_their_states(conn: AsyncConn) -> None:
     await register_dataset(conn, SAMPLE)
-    first, started = await start_version(conn, "measures")
-    assert started and first.version == 1 and first.state == "requested"
-    again, started = await start_version(conn, "measures", job_id=7)
-    assert not started and again.version == 1  # already in progress
+    assert await create_version(conn, "measures", 1, 7)
+    first = await get_version(conn, "measures", 1)
+    assert first is not None and first.state == "requested" and first.job_id == 7
+    assert not await create_version(conn, "measures", 1, 7)  # a retried get_data
     await set_version_job(conn, "measures", 1, 42)
-    await transition(conn, "measures", 1, "exporting")
+    await transition(conn, "measures", 1, VersionState.EXPORTING)
     await record_files(conn, "measures", 1, files(1))
     await record_files(conn, "measures", 1, files(1))  # a retried export records again
-    await transition(conn, "measures", 1, "exported", record_count=1000)
+    await transition(conn, "measures", 1, VersionState.EXPORTED, record_count=1000)
     with pytest.raises(InvalidTransition, match="is exported; it cannot become deleted"):
-        await transition(conn, "measures", 1, "deleted")
+        await transition(conn, "measures", 1, VersionState.DELETED)
     report = {"tier": "high", "conforms": True, "findings": []}
     published = await transition(
-        conn, "measures", 1, "published", validation=report, metadata="<a> <b> <c> ."
+        conn, "measures", 1, VersionState.PUBLISHED, validation=report, metadata="<a> <b> <c> ."
     )
     assert published.published_at is not None and published.record_count == 1000
 
-    second, started = await start_version(conn, "measures")
-    assert started and second.version == 2
-    failed = await transition(conn, "measures", 2, "failed", error="persist_data: invalid")
+    assert await create_version(conn, "measures", 2, 43)
+    failed = await transition(
+        conn, "measures", 2, VersionState.FAILED, error="persist_data: invalid"
+    )
     assert failed.error == "persist_data: invalid"
-    third, _ = await start_version(conn, "measures")
-    assert third.version == 3  # numbers are never reused
+    assert await create_version(conn, "measures", 3, 44)
+    assert not await create_version(conn, "measures", 2, 45)  # numbers are never reused
 
     stored = await get_version(conn, "measures", 1)
     assert stored is not None and stored.job_id == 42 and stored.validation == report
@@ -134,36 +133,11 @@ async def test_versions_move_through_their_states(conn: AsyncConn) -> None:
         (2, "failed"),
         (1, "published"),
     ]
-    await transition(conn, "measures", 1, "deleting")
+    await transition(conn, "measures", 1, VersionState.DELETING)
     assert await forget_files(conn, "measures", 1) == sorted(f.key for f in files(1))
-    deleted = await transition(conn, "measures", 1, "deleted")
+    deleted = await transition(conn, "measures", 1, VersionState.DELETED)
     assert deleted.deleted_at is not None
-    with pytest.raises(UnknownDataset):
-        await start_version(conn, "missing")
-
-
-async def test_concurrent_triggers_start_one_publication(settings: Settings) -> None:
-    assert settings.database_url is not None
-    info = conninfo(settings.database_url, settings.schema)
-    conns = [await connect(info) for _ in range(4)]
-    try:
-        await register_dataset(conns[0], SAMPLE)
-        results = await asyncio.gather(*(start_version(c, "measures") for c in conns))
-    finally:
-        for c in conns:
-            await c.close()
-    assert sorted(started for _, started in results) == [False, False, False, True]
-    assert {version.version for version, _ in results} == {1}
-
-
-async def test_a_refused_start_keeps_the_callers_transaction(conn: AsyncConn) -> None:
-    await register_dataset(conn, SAMPLE)
-    await start_version(conn, "measures")
-    async with conn.transaction():
-        active, started = await start_version(conn, "measures")
-        cursor = await conn.execute("SELECT count(*) AS n FROM dataset_versions")
-        row = await cursor.fetchone()
-    assert not started and active.version == 1 and row == {"n": 1}
+    assert not await create_version(conn, "missing", 1, 46)
 
 
 async def test_sources_from_specs(

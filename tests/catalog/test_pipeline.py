@@ -16,7 +16,7 @@ import pytest
 from herald import Client, Herald, Outcome, Settings, Worker
 from herald.catalog import datasets as registry
 from herald.catalog import pipeline, undo
-from herald.catalog.datasets import Dataset, UnknownDataset
+from herald.catalog.datasets import Dataset, UnknownDataset, VersionState
 from herald.catalog.errors import CatalogError
 from herald.catalog.pipeline import (
     catalog_runtime,
@@ -34,6 +34,7 @@ from herald.ops.cleanup import CleanupRunner
 from herald.ops.housekeeping import Housekeeper
 from herald.ops.jobs import cancel
 from tests.catalog.samples import HIGH_DATASET
+from tests.support import wait_for_job
 
 CATALOG = CatalogSettings(public_url="https://data.example.org")
 DATASET_ID = HIGH_DATASET.id
@@ -60,14 +61,7 @@ class Catalog:
         worker = Worker(self.app, settings=self.settings, concurrency=2)
         running = asyncio.create_task(worker.run())
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                job = await self.client.get_job(job_id)
-                assert job is not None
-                if job["state"] not in ("waiting", "running"):
-                    return job
-                await asyncio.sleep(0.05)
-            raise AssertionError(f"job {job_id} did not finish")
+            return await wait_for_job(self.client, job_id, limit=60)
         finally:
             worker.stop()
             await running
@@ -324,13 +318,7 @@ async def test_an_export_shows_its_progress_while_it_runs(
         assert (record.status, record.job_step) == ("exporting", "get_data")
         assert record.progress == {"records_done": 20_000, "records_total": 60_000}
         release.set()
-        deadline = time.monotonic() + 60
-        while (job := await catalog.client.get_job(admitted.id)) is not None and job["state"] in (
-            "waiting",
-            "running",
-        ):
-            assert time.monotonic() < deadline, job
-            await asyncio.sleep(0.05)
+        job = await wait_for_job(catalog.client, admitted.id, limit=60)
     finally:
         release.set()
         worker.stop()
@@ -358,7 +346,7 @@ async def test_the_catalog_duties_undo_what_no_cleanup_would(
     produced = export_version((await _stored(catalog)), 1, catalog.files, runtime.source_access)
     async with catalog.client.pool.connection() as conn:
         await registry.record_files(conn, DATASET_ID, 1, produced.files)
-        await registry.transition(conn, DATASET_ID, 1, "exporting")
+        await registry.transition(conn, DATASET_ID, 1, VersionState.EXPORTING)
     await cancel(catalog.client.pool, admitted.id, actor="tester", reason="wrong source")
     record = await catalog.version(1)
     assert (record.state, record.status) == ("exporting", "failed")  # shown at once

@@ -28,6 +28,7 @@ from herald.api import ApiSettings, create_app
 from herald.catalog.pipeline import catalog_runtime, close_embedded_store
 from herald.catalog.triplestore import SparqlEndpointStore
 from herald.up import _server
+from tests.eventually import eventually
 from tests.security.conftest import catalog_app, problem
 
 pytestmark = pytest.mark.slow
@@ -209,12 +210,11 @@ async def test_a_query_stops_when_its_client_goes_away(served: Served) -> None:
 async def test_shutdown_completes_within_its_grace_while_a_query_runs(served: Served) -> None:
     served.asgi.state.sparql.limits = type(served.asgi.state.sparql.limits)(timeout=120)
     query = asyncio.create_task(sparql(served, CROSS))
-    deadline = time.monotonic() + 20
-    pids: list[int] = []
-    while not pids and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-        pids = served.children
-    assert pids
+
+    async def children() -> list[int]:
+        return served.children
+
+    pids = await eventually(children, what="the query's child process", within=20)
     await asyncio.sleep(0.5)  # the query is running in it
     started = time.monotonic()
     served.server.should_exit = True

@@ -35,6 +35,7 @@ from herald.catalog.datasets import (
     UnknownDataset,
     UnknownVersion,
     VersionRecord,
+    VersionState,
     get_dataset,
     get_version,
     list_datasets,
@@ -45,6 +46,7 @@ from herald.catalog.pipeline import request_deletion, request_publication, save_
 from herald.catalog.specs import dataset_spec, parse_dataset
 from herald.client import Enqueued
 from herald.ops.audit import NO_REASON, Note
+from herald.states import ACTIVE_JOB_STATES
 
 router = APIRouter(tags=["catalog"])
 router.include_router(catalog_rdf.router)
@@ -201,7 +203,7 @@ def _version_out(record: VersionRecord) -> dict[str, Any]:
     """A version as its job shows it now: ``state`` is ``failed`` as soon as the job ended
     without publishing, and ``progress`` counts the records exported so far."""
     url = _version_url(record.dataset_id, record.version)
-    running = record.active and record.job_state in ("waiting", "running")
+    running = record.active and record.job_state in ACTIVE_JOB_STATES
     return {
         "dataset_id": record.dataset_id,
         "version": record.version,
@@ -438,7 +440,7 @@ async def download(
 ) -> Response:
     record = await _version(state, dataset_id, version)
     file = next((f for f in record.files if f.name == name), None)
-    if record.state != "published" or file is None:
+    if record.state != VersionState.PUBLISHED or file is None:
         raise Problem(404, "not-found", f"version {version} of {dataset_id!r} has no file {name}")
     export_store, _triples = stores(state)
     try:

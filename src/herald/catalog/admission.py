@@ -20,7 +20,13 @@ import psycopg
 
 from herald import sql
 from herald.catalog import datasets as registry
-from herald.catalog.datasets import Dataset, UnknownDataset, UnknownVersion, check_dataset
+from herald.catalog.datasets import (
+    Dataset,
+    UnknownDataset,
+    UnknownVersion,
+    VersionState,
+    check_dataset,
+)
 from herald.catalog.errors import CatalogError
 from herald.catalog.source_access import SourceAccess
 from herald.catalog.specs import dataset_spec
@@ -108,7 +114,7 @@ async def create_version(conn: AsyncConn, dataset_id: str, version: int, job_id:
                     conn,
                     dataset_id,
                     stale["version"],
-                    "failed",
+                    VersionState.FAILED,
                     error=f"publication job {stale['job_id']} ended without publishing",
                 )
     raise CatalogError(f"could not record version {version} of {dataset_id!r}")
@@ -129,7 +135,7 @@ async def request_deletion(
         record = await registry.get_version(conn, dataset_id, version)
         if record is None:
             raise UnknownVersion(dataset_id, version)
-        if record.state == "deleted":
+        if record.state == VersionState.DELETED:
             raise CatalogError(f"version {version} of {dataset_id!r} is already deleted")
         admitted = await client.enqueue(
             DELETE_VERSION,
@@ -138,7 +144,7 @@ async def request_deletion(
             conn=conn,
         )
         if admitted.outcome is Outcome.CREATED:
-            await registry.transition(conn, dataset_id, version, "deleting")
+            await registry.transition(conn, dataset_id, version, VersionState.DELETING)
             if note is not None:
                 before = {"version": version, "state": record.state}
                 after = {"version": version, "state": "deleting", "job_id": admitted.id}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from herald import sql
@@ -33,20 +33,31 @@ from herald.catalog.metadata import (
 from herald.catalog.sources import check_source_spec
 from herald.catalog.validation import TIERS, Tier
 from herald.db import AsyncConn, Row
+from herald.states import JobState
 
-VersionState = Literal[
-    "requested", "exporting", "exported", "published", "failed", "deleting", "deleted"
-]
-ACTIVE_STATES: tuple[VersionState, ...] = ("requested", "exporting", "exported")
+
+class VersionState(StrEnum):
+    """A version's state, as the dataset_versions.state CHECK constraint lists them."""
+
+    REQUESTED = "requested"
+    EXPORTING = "exporting"
+    EXPORTED = "exported"
+    PUBLISHED = "published"
+    FAILED = "failed"
+    DELETING = "deleting"
+    DELETED = "deleted"
+
+
+ACTIVE_STATES = (VersionState.REQUESTED, VersionState.EXPORTING, VersionState.EXPORTED)
 # Which states each state may be reached from.
 _REACHED_FROM: dict[VersionState, tuple[VersionState, ...]] = {
-    "requested": (),
-    "exporting": ("requested", "exporting"),
-    "exported": ("exporting", "exported"),
-    "published": ("exported",),
-    "failed": ACTIVE_STATES,
-    "deleting": ("published", "failed", "deleting"),
-    "deleted": ("deleting",),
+    VersionState.REQUESTED: (),
+    VersionState.EXPORTING: (VersionState.REQUESTED, VersionState.EXPORTING),
+    VersionState.EXPORTED: (VersionState.EXPORTING, VersionState.EXPORTED),
+    VersionState.PUBLISHED: (VersionState.EXPORTED,),
+    VersionState.FAILED: ACTIVE_STATES,
+    VersionState.DELETING: (VersionState.PUBLISHED, VersionState.FAILED, VersionState.DELETING),
+    VersionState.DELETED: (VersionState.DELETING,),
 }
 
 
@@ -111,7 +122,7 @@ class VersionRecord:
     # The exported columns: {"name": ..., "xml_name": ...} (xml_name where it differs).
     columns: tuple[dict[str, str], ...] = field(default=())
     # What the publication job shows now (None when the job was not read or is gone).
-    job_state: str | None = None
+    job_state: JobState | None = None
     job_step: str | None = None
     job_error: str | None = None
     progress: dict[str, Any] | None = None
@@ -124,20 +135,20 @@ class VersionRecord:
     def abandoned(self) -> bool:
         """Still in flight on its row, but its job ended without publishing (cancelled,
         or dead before its cleanup ran): the cleanup will mark it failed."""
-        return self.active and self.job_state in ("cancelled", "dead")
+        return self.active and self.job_state in (JobState.CANCELLED, JobState.DEAD)
 
     @property
     def status(self) -> str:
         """The state to show: a version whose job ended without publishing shows
         ``failed`` at once, before its cleanup has caught up with its row."""
-        return "failed" if self.abandoned else self.state
+        return VersionState.FAILED if self.abandoned else self.state
 
     @property
     def problem(self) -> str | None:
         """The error to show (the job's last one while the row has none yet)."""
         if self.error or not self.abandoned:
             return self.error
-        ended = "was cancelled" if self.job_state == "cancelled" else "failed"
+        ended = "was cancelled" if self.job_state == JobState.CANCELLED else "failed"
         return f"publication job {self.job_id} {ended}: {self.job_error or 'no error recorded'}"
 
 
@@ -292,7 +303,7 @@ def _version(row: Row, files: Sequence[FileRecord] = ()) -> VersionRecord:
     return VersionRecord(
         dataset_id=row["dataset_id"],
         version=row["version"],
-        state=row["state"],
+        state=VersionState(row["state"]),
         job_id=row["job_id"],
         record_count=row["record_count"],
         validation=row["validation"],
@@ -304,42 +315,11 @@ def _version(row: Row, files: Sequence[FileRecord] = ()) -> VersionRecord:
         deleted_at=row["deleted_at"],
         files=tuple(files),
         columns=tuple(row.get("columns") or ()),
-        job_state=row.get("job_state"),
+        job_state=JobState(row["job_state"]) if row.get("job_state") else None,
         job_step=row.get("job_step"),
         job_error=row.get("job_error"),
         progress=row.get("job_progress"),
     )
-
-
-async def start_version(
-    conn: AsyncConn, dataset_id: str, job_id: int | None = None
-) -> tuple[VersionRecord, bool]:
-    """Request a new version; if a publication is already active, return that one.
-
-    Returns ``(version, started)``. Runs in a savepoint when ``conn`` is inside a
-    transaction, so a refused start does not abort the caller's transaction.
-    """
-    while True:
-        try:
-            async with conn.transaction():
-                cursor = await conn.execute(
-                    sql.query("catalog_version_start"),
-                    {"dataset_id": dataset_id, "job_id": job_id},
-                )
-                row = await cursor.fetchone()
-            if row is None:
-                raise UnknownDataset(dataset_id)
-            return _version(row), True
-        except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name != "dataset_versions_one_active":
-                raise
-            cursor = await conn.execute(
-                sql.query("catalog_version_active"), {"dataset_id": dataset_id}
-            )
-            active = await cursor.fetchone()
-            if active is not None:
-                return _version(active), False
-            # The active one finished in between: try again for a fresh number.
 
 
 async def set_version_job(conn: AsyncConn, dataset_id: str, version: int, job_id: int) -> None:
@@ -365,9 +345,9 @@ async def transition(
 ) -> VersionRecord:
     """Move a version to ``state``; refused (InvalidTransition) from a state that
     cannot lead there. Repeating exporting/exported/deleting is allowed (retries)."""
-    if state not in _REACHED_FROM or state == "requested":
-        raise ValueError(f"cannot move a version to {state!r}")
-    if state == "failed" and not error:
+    if state not in _REACHED_FROM or state == VersionState.REQUESTED:
+        raise ValueError(f"cannot move a version to {str(state)!r}")
+    if state == VersionState.FAILED and not error:
         raise ValueError("a failed version needs an error message")
     cursor = await conn.execute(
         sql.query("catalog_version_transition"),

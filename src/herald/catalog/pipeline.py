@@ -30,7 +30,7 @@ from herald.catalog.admission import (
     request_publication,
     save_dataset,
 )
-from herald.catalog.datasets import Dataset
+from herald.catalog.datasets import Dataset, VersionState
 from herald.catalog.errors import DataError
 from herald.catalog.export import ExportedFile, ExportResult
 from herald.catalog.metadata import CatalogUrls
@@ -150,9 +150,9 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
         await registry.set_version_job(conn, dataset_id, version, ctx.job_id)
         record = await registry.get_version(conn, dataset_id, version)
         assert record is not None
-        if record.state in ("requested", "exporting"):
-            await registry.transition(conn, dataset_id, version, "exporting")
-        elif record.state != "exported":  # exported: an attempt died before moving on
+        if record.state in (VersionState.REQUESTED, VersionState.EXPORTING):
+            await registry.transition(conn, dataset_id, version, VersionState.EXPORTING)
+        elif record.state != VersionState.EXPORTED:  # exported: an attempt died before moving on
             raise Permanent(f"version {version} of {dataset_id!r} is {record.state}")
 
     total = _expected_records(dataset)
@@ -196,7 +196,7 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
             conn,
             dataset_id,
             version,
-            "exported",
+            VersionState.EXPORTED,
             record_count=result.record_count,
             columns=result.column_names(),
         )
@@ -214,7 +214,7 @@ async def _fail(
     await ctx.heartbeat()  # only while this attempt still holds the job (LeaseLost)
     async with runtime.connection() as conn:
         await registry.transition(
-            conn, dataset_id, ctx.version, "failed", validation=validation, error=error
+            conn, dataset_id, ctx.version, VersionState.FAILED, validation=validation, error=error
         )
 
 
@@ -310,7 +310,12 @@ async def _persist_data(
     notify(ProgressEvent(dataset_id, version, "persist_data", 2, 3))
     async with ctx.transaction({"version": version, "validation": report}) as conn:
         await registry.transition(
-            conn, dataset_id, version, "published", validation=report, metadata=entry.turtle
+            conn,
+            dataset_id,
+            version,
+            VersionState.PUBLISHED,
+            validation=report,
+            metadata=entry.turtle,
         )
     notify(ProgressEvent(dataset_id, version, "persist_data", 3, 3, finished=True))
     return {"version": version, "validation": report}

@@ -32,7 +32,7 @@ from herald.catalog.metadata import (
 )
 from herald.catalog.source_access import Cancellation, SourceAccess
 from herald.catalog.sources import source_from_spec
-from herald.catalog.store import ExportStore, LocalExportStore
+from herald.catalog.store import ExportStore
 from herald.catalog.triplestore import (
     OxigraphStore,
     SparqlEndpointStore,
@@ -150,10 +150,6 @@ class CatalogSettings:
         if self.sparql_query_url and self.sparql_update_url:
             return SparqlEndpointStore(self.sparql_query_url, self.sparql_update_url)
         return OxigraphStore.for_settings(settings)
-
-
-def open_export_store(settings: Settings) -> LocalExportStore:
-    return LocalExportStore.for_settings(settings)
 
 
 def export_version(

@@ -147,7 +147,7 @@ class SourceAccess:
     def check_role(self, conn: psycopg.Connection[Any]) -> None:
         """Refuse to read as a role that can reach more than the allow-listed schemas."""
         row = conn.execute(
-            sql.query("source_role_check"), {"schemas": list(self.schemas)}
+            sql.query("catalog_source_role_check"), {"schemas": list(self.schemas)}
         ).fetchone()
         assert row is not None
         role, superuser, bypass_rls, builtin, elsewhere = row
@@ -169,7 +169,7 @@ class SourceAccess:
         if self.herald_conninfo is None:
             return None
         with psycopg.connect(self.herald_conninfo, autocommit=True) as own:
-            found = own.execute(sql.query("current_role")).fetchone()
+            found = own.execute(sql.query("catalog_current_role")).fetchone()
         return None if found is None else str(found[0])
 
     def check(self, spec: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from rdflib import Graph
 
 from herald import sql
 from herald.catalog import datasets as registry
+from herald.catalog.datasets import VersionState
 from herald.catalog.export import version_prefix
 from herald.catalog.runtime import CatalogRuntime
 from herald.catalog.triplestore import TripleStore, delete_entry, replace_entry
@@ -46,7 +47,7 @@ async def restore_entry(runtime: CatalogRuntime, conn: AsyncConn, dataset_id: st
     """Put the entry back to the highest published version, or remove it if none."""
     graph = runtime.catalog.urls.entry_graph(dataset_id)
     versions = await registry.list_versions(conn, dataset_id)  # highest first
-    latest = next((v for v in versions if v.state == "published" and v.metadata), None)
+    latest = next((v for v in versions if v.state == VersionState.PUBLISHED and v.metadata), None)
     store = runtime.triple_store
     if latest is None or latest.metadata is None:
         await asyncio.to_thread(delete_entry, store, graph)
@@ -76,7 +77,11 @@ async def compensate(runtime: CatalogRuntime, dead_letter: dict[str, Any]) -> No
     produced: dict[str, Any] = dead_letter.get("cleanup") or {}
     async with runtime.connection() as conn:
         record = await registry.get_version(conn, dataset_id, version)
-        if record is not None and record.state in ("published", "deleting", "deleted"):
+        if record is not None and record.state in (
+            VersionState.PUBLISHED,
+            VersionState.DELETING,
+            VersionState.DELETED,
+        ):
             return
         keys = [str(f["key"]) for f in produced.get("files", [])]
         await _remove_files(runtime, dataset_id, version, keys)
@@ -85,7 +90,11 @@ async def compensate(runtime: CatalogRuntime, dead_letter: dict[str, Any]) -> No
                 await registry.forget_files(conn, dataset_id, version)
                 if record.active:
                     await registry.transition(
-                        conn, dataset_id, version, "failed", error=_last_error(dead_letter)
+                        conn,
+                        dataset_id,
+                        version,
+                        VersionState.FAILED,
+                        error=_last_error(dead_letter),
                     )
         if produced.get("entry_written"):
             graph = runtime.catalog.urls.entry_graph(dataset_id)
@@ -158,9 +167,9 @@ async def delete_version(
         record = await registry.get_version(conn, dataset_id, version)
         if record is None:
             raise Permanent(f"dataset {dataset_id!r} has no version {version}")
-        if record.state == "deleted":
+        if record.state == VersionState.DELETED:
             return {"deleted": [], "entry": "unchanged"}
-        if record.state != "deleting":
+        if record.state != VersionState.DELETING:
             # Only request_deletion moves a version to 'deleting' (with this job): a job
             # that meets any other state was not admitted by it and must touch nothing.
             raise Permanent(
@@ -176,5 +185,5 @@ async def delete_version(
     outcome = {"deleted": [f.store_key for f in record.files], "entry": entry}
     async with ctx.transaction(outcome) as tx:
         await registry.forget_files(tx, dataset_id, version)
-        await registry.transition(tx, dataset_id, version, "deleted")
+        await registry.transition(tx, dataset_id, version, VersionState.DELETED)
     return outcome

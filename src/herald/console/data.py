@@ -22,10 +22,11 @@ from herald.db import Row
 from herald.errors import UnknownKind
 from herald.ops import audit, deadletters, queue_samples
 from herald.schedules import get_schedule, list_fires, list_schedules
+from herald.states import JobState
 
 # name -> (window seconds, bucket seconds)
 WINDOWS = {"1h": (3600, 60), "6h": (6 * 3600, 300), "24h": (24 * 3600, 1200)}
-JOB_STATES = ("waiting", "running", "succeeded", "dead", "cancelled")
+JOB_STATES = tuple(JobState)
 
 
 def may_see_tracebacks(caller: Caller) -> bool:
@@ -226,7 +227,7 @@ async def overview(caller: Caller, window: str) -> Overview:
         for slot in sampled:
             activity.idle_at(slot)
     totals = (await _rows(caller, "console_totals", {"window_s": window_s}))[0]
-    states = {state: 0 for state in JOB_STATES}
+    states: dict[str, int] = {state.value: 0 for state in JOB_STATES}
     states.update(await caller.state.client.state_counts())
     return Overview(
         window, bucket_s, sorted(queues.values(), key=lambda q: q.queue), states, totals
@@ -287,17 +288,21 @@ def _steps(caller: Caller, job: Row) -> list[StepView]:
         kind = caller.state.app.kind(job["kind"])
     except UnknownKind:
         return []
-    names = kind.step_names() if kind.pipeline else []
+    names = [step.name for step in kind.steps] if kind.pipeline else []
     if not names:
         return []
     try:
         current = kind.first_step_index(job["step"])
     except LookupError:
         return [StepView(name, "pending") for name in names]
-    here = {"running": "running", "dead": "failed", "cancelled": "failed"}.get(job["state"], "next")
+    here = {
+        JobState.RUNNING: "running",
+        JobState.DEAD: "failed",
+        JobState.CANCELLED: "failed",
+    }.get(job["state"], "next")
     views = []
     for index, name in enumerate(names):
-        if job["state"] == "succeeded" or index < current:
+        if job["state"] == JobState.SUCCEEDED or index < current:
             views.append(StepView(name, "done"))
         elif index == current:
             views.append(StepView(name, here))

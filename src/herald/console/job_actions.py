@@ -19,6 +19,7 @@ from herald.errors import UnknownKind
 from herald.ops import deadletters
 from herald.ops import jobs as job_ops
 from herald.ops.errors import NotFound
+from herald.states import JobState
 
 
 def _object(row: Mapping[str, object]) -> str:
@@ -34,13 +35,13 @@ async def _job(caller: Caller, target: str) -> Row | None:
 
 
 def _cancel_verdict(caller: Caller, job: Row) -> str | Skip:
-    if job["state"] == "running":
+    if job["state"] == JobState.RUNNING:
         return (
             f"Cancel job {job['id']} ({_object(job)}), running on {job['lease_owner']} "
             f"under fence {job['fence']}: its lease ends now, the handler is stopped at "
             "its next heartbeat and every later write of that worker is refused."
         )
-    if job["state"] == "waiting":
+    if job["state"] == JobState.WAITING:
         return (
             f"Cancel job {job['id']} ({_object(job)}), waiting at attempt "
             f"{job['attempt']} of {job['max_attempts']}: it will never run."
@@ -55,7 +56,7 @@ async def _cancel(caller: Caller, target: str, reason: str, params: Mapping[str,
 
 
 def _retry_verdict(caller: Caller, job: Row) -> str | Skip:
-    if job["state"] != "waiting":
+    if job["state"] != JobState.WAITING:
         return Skip(f"job {job['id']} is {job['state']}: only a waiting job can be retried")
     return (
         f"Make job {job['id']} ({_object(job)}) due now instead of at "

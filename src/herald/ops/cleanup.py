@@ -17,10 +17,8 @@ kinds this application does not register are left for a runner that knows them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +31,7 @@ from herald.backoff import Backoff
 from herald.config import Settings
 from herald.db import AsyncConn, Row, conninfo, database_url, make_pool
 from herald.ops.conn import Source, connection
+from herald.periodic import run_periodically
 from herald.registry import Herald, Kind
 
 log = logging.getLogger(__name__)
@@ -178,32 +177,23 @@ class CleanupRunner:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Run a pass every ``interval`` seconds (sooner while full batches come back)."""
-        while not stopping.is_set():
-            try:
-                while await self.run_once() >= self.batch and not stopping.is_set():
-                    pass
-            except (psycopg.Error, OSError) as exc:
-                self.stats.errors += 1
-                log.warning("cleanup pass failed (%s); will try again", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.interval)
 
+        async def one_pass() -> None:
+            while await self.run_once() >= self.batch and not stopping.is_set():
+                pass
 
-async def run_cleanup(app: Herald, settings: Settings, **options: Any) -> int:
-    """Run a cleanup runner until SIGTERM/SIGINT (an entry point for the CLI).
+        def count(_: Exception) -> None:
+            self.stats.errors += 1
 
-    ``options`` are :class:`CleanupRunner`'s: interval, batch, lease, backoff.
-    """
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    runner = await CleanupRunner.open(app, settings, **options)
-    try:
-        await runner.run(stop)
-    finally:
-        await runner.close()
-    return 0
+        await run_periodically(
+            one_pass,
+            every=self.interval,
+            stopping=stopping,
+            what="cleanup pass",
+            log=log,
+            errors=(psycopg.Error, OSError),
+            on_error=count,
+        )
 
 
 async def backlog(conn: Source) -> Backlog:

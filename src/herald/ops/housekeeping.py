@@ -47,6 +47,7 @@ from herald.config import Settings
 from herald.db import AsyncConn, conninfo, database_url, make_pool
 from herald.ops import queue_samples
 from herald.ops.cleanup import CleanupRunner
+from herald.periodic import pause
 from herald.registry import Herald
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class Housekeeper:
         try:
             async with self.pool.connection() as conn:
                 cur = await conn.execute(
-                    sql.query("duty_hold"),
+                    sql.query("ops_duty_hold"),
                     {"names": names, "holder": self.holder, "lease_s": self.lease},
                 )
                 held = frozenset(row["name"] for row in await cur.fetchall())
@@ -161,7 +162,7 @@ class Housekeeper:
         with contextlib.suppress(psycopg.Error, OSError):
             async with self.pool.connection() as conn:
                 await conn.execute(
-                    sql.query("duty_release"), {"holder": self.holder, "names": list(self.held)}
+                    sql.query("ops_duty_release"), {"holder": self.holder, "names": list(self.held)}
                 )
         self.held = frozenset()
 
@@ -194,22 +195,17 @@ class Housekeeper:
             await self.release()
 
     async def _hold_loop(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.lease / 3)
-            if not stopping.is_set():
-                await self.hold_once()
+        while not await pause(stopping, self.lease / 3):
+            await self.hold_once()
 
     async def _duty_loop(self, duty: _Duty, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             ran = await self.run_due(duty)
             # Not holding it: look again at the next renewal, not a whole interval later.
-            wait = duty.every if ran else min(duty.every, self.lease / 3)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), wait)
+            await pause(stopping, duty.every if ran else min(duty.every, self.lease / 3))
 
 
 async def duties(conn: AsyncConn) -> list[dict[str, Any]]:
     """Who holds which duty, and whether its lease is live (for operators)."""
-    cur = await conn.execute(sql.query("duty_list"))
+    cur = await conn.execute(sql.query("ops_duty_list"))
     return list(await cur.fetchall())

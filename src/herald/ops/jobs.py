@@ -13,6 +13,7 @@ from herald.db import AsyncConn, Row
 from herald.ops import audit
 from herald.ops.conn import Source, connection
 from herald.ops.errors import Conflict, NotFound
+from herald.states import ACTIVE_JOB_STATES, JobState
 
 
 async def _locked_job(conn: AsyncConn, job_id: int) -> Row:
@@ -35,7 +36,7 @@ async def retry_now(
     actor, reason = audit.require(actor, reason)
     async with connection(conn) as c, c.transaction():
         before = await _locked_job(c, job_id)
-        if before["state"] != "waiting":
+        if before["state"] != JobState.WAITING:
             raise Conflict(
                 f"job {job_id} is {before['state']}; only a waiting job can be retried now"
             )
@@ -57,7 +58,7 @@ async def cancel(conn: Source, job_id: int, *, actor: str, reason: str) -> Row:
     actor, reason = audit.require(actor, reason)
     async with connection(conn) as c, c.transaction():
         before = await _locked_job(c, job_id)
-        if before["state"] not in ("waiting", "running"):
+        if before["state"] not in ACTIVE_JOB_STATES:
             raise Conflict(
                 f"job {job_id} is {before['state']}; only a waiting or running job can be cancelled"
             )

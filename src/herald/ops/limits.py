@@ -34,9 +34,11 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
+from herald.config import Settings
 from herald.context import JobContext
 from herald.db import AsyncConn, Row
 from herald.errors import Snooze
+from herald.hooks import MaintenanceHook, Pruned
 from herald.ops.conn import Source, connection
 from herald.registry import Herald
 
@@ -186,12 +188,9 @@ def declare(
     concurrency: ConcurrencyLimit | None = None,
 ) -> Limits:
     """Give the registered ``kind`` of ``app`` a rate and/or concurrency limit."""
-    found = {k.name: k for k in app.kinds()}
-    if kind not in found:
-        raise ValueError(f"kind {kind!r} is not registered (known: {', '.join(sorted(found))})")
-    limits = Limits(rate, concurrency) if rate or concurrency else None
-    found[kind].limits = limits
-    return limits or Limits()
+    limits = Limits(rate, concurrency)
+    app.gate(kind, "limits", limits.enforce if rate or concurrency else None)
+    return limits
 
 
 async def rate_stats(conn: Source) -> list[Row]:
@@ -200,3 +199,39 @@ async def rate_stats(conn: Source) -> list[Row]:
         cur = c.cursor(row_factory=dict_row)
         await cur.execute(sql.query("ops_rate_stats"))
         return await cur.fetchall()
+
+
+# Keys whose free slots one batch deletes: each is locked (advisory) to the end of the
+# batch's transaction, and locks share a bounded table in PostgreSQL.
+SLOT_KEYS_BATCH = 100
+BUCKETS_BATCH = 1000
+
+
+async def prune_once(pool: AsyncConnectionPool[AsyncConn], settings: Settings) -> Pruned:
+    """Delete one batch of free concurrency slots and long-idle token buckets.
+
+    A slot is deleted only under its key's takers' lock, so a slot taken meanwhile is
+    never deleted. A bucket idle for longer than the default retention is full again: it
+    changes no decision. Run by every worker's maintenance (the ``herald.maintenance``
+    entry point ``limits``).
+    """
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql.query("ops_prune_slot_keys"), {"limit": SLOT_KEYS_BATCH})
+        keys = [row["key"] for row in await cur.fetchall()]
+        deleted = 0
+        if keys:
+            async with conn.transaction():
+                cur = await conn.execute(sql.query("ops_prune_slot_lock"), {"keys": keys})
+                locked = [row["key"] for row in await cur.fetchall()]
+                if locked:
+                    cur = await conn.execute(sql.query("ops_prune_slot_delete"), {"keys": locked})
+                    deleted += max(0, cur.rowcount)
+        cur = await conn.execute(
+            sql.query("ops_prune_rate_buckets"),
+            {"retention_s": settings.default_retention, "limit": BUCKETS_BATCH},
+        )
+        buckets = max(0, cur.rowcount)
+    return Pruned(deleted + buckets, len(keys) == SLOT_KEYS_BATCH or buckets == BUCKETS_BATCH)
+
+
+PRUNE_HOOK = MaintenanceHook("limits", prune_once)

@@ -22,5 +22,5 @@ KEEP_S = 25 * 3600  # the console's widest window is 24 h
 async def sample_queues(source: Source, keep_s: float = KEEP_S) -> None:
     """Record what every queue holds now, and drop samples older than ``keep_s``."""
     async with connection(source) as conn:
-        await conn.execute(sql.query("console_queue_sample"))
-        await conn.execute(sql.query("console_queue_sample_prune"), {"keep_s": keep_s})
+        await conn.execute(sql.query("ops_queue_sample"))
+        await conn.execute(sql.query("ops_queue_sample_prune"), {"keep_s": keep_s})

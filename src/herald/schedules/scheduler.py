@@ -9,9 +9,7 @@ move ``next_due_at`` on. A crash anywhere rolls all of it back; nothing fires tw
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,6 +22,7 @@ from herald.client import Client, Enqueued, JobSpec, Outcome
 from herald.config import Settings
 from herald.db import AsyncConn, Row
 from herald.errors import HeraldError
+from herald.periodic import run_periodically, stop_on_signals
 from herald.registry import Herald
 from herald.schedules.recurrence import Misfire, Plan, RecurrenceError, next_after, plan
 from herald.schedules.store import ScheduleError, spec_of
@@ -282,16 +281,22 @@ class Scheduler:
         log.info("scheduler started: every %.1fs, batch %d", self.interval, self.batch)
         loop = asyncio.get_running_loop()
         next_prune = loop.time()
-        while not stop.is_set():
-            try:
-                await self.tick()
-                if loop.time() >= next_prune:
-                    await self.prune()
-                    next_prune = loop.time() + _PRUNE_EVERY
-            except Exception:
-                log.exception("scheduler tick failed; retrying in %.1fs", self.interval)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+
+        async def one_tick() -> None:
+            nonlocal next_prune
+            await self.tick()
+            if loop.time() >= next_prune:
+                await self.prune()
+                next_prune = loop.time() + _PRUNE_EVERY
+
+        await run_periodically(
+            one_tick,
+            every=self.interval,
+            stopping=stop,
+            what="scheduler tick",
+            log=log,
+            traceback=True,
+        )
         log.info("scheduler stopped")
 
 
@@ -304,12 +309,10 @@ async def run_scheduler(
 ) -> int:
     """Run a scheduler with SIGTERM/SIGINT wired to a clean stop (the CLI's entry)."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    scheduler = await Scheduler.open(app, settings, interval=interval, batch=batch)
-    try:
-        await scheduler.run(stop)
-    finally:
-        await scheduler.close()
+    with stop_on_signals(stop.set):
+        scheduler = await Scheduler.open(app, settings, interval=interval, batch=batch)
+        try:
+            await scheduler.run(stop)
+        finally:
+            await scheduler.close()
     return 0

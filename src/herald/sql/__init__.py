@@ -1,4 +1,10 @@
-"""Named SQL statements, one per file under ``queries/``, loaded by file name.
+"""Named SQL statements, one per file, loaded by file name.
+
+Each layer owns its statements: the core's live in ``herald/sql/queries/``, every other
+package's in its own ``queries/`` folder (``herald/ops/queries/``,
+``herald/catalog/queries/``...), each file named with its package's prefix. The folders
+are found by their place in the package, not by importing anything, so the core knows no
+layer above it; a name is unique across all of them (two files of one name are refused).
 
 Runtime code never builds SQL strings: it asks for a statement by name. A statement
 may contain ``{name}`` placeholders for identifiers (never values); they are composed
@@ -9,24 +15,60 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from psycopg import sql
 
-_PACKAGE = "herald.sql"
+_ROOT = "herald"
+_FOLDER = "queries"
+_CORE = "sql"  # the core's statements: herald/sql/queries
 
 
 class UnknownQuery(KeyError):
     """No statement of that name ships with Herald."""
 
 
-@cache
-def _all_queries() -> dict[str, str]:
-    folder = resources.files(_PACKAGE).joinpath("queries")
-    found: dict[str, str] = {}
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found[entry.name[: -len(".sql")]] = entry.read_text(encoding="utf-8")
+class DuplicateQuery(RuntimeError):
+    """Two packages ship a statement of the same name."""
+
+
+def _folders() -> dict[str, Traversable]:
+    """Each package's statement folder, by package (``sql`` is the core's)."""
+    found: dict[str, Traversable] = {}
+    for package in resources.files(_ROOT).iterdir():
+        folder = package.joinpath(_FOLDER)
+        if package.is_dir() and folder.is_dir():
+            found[package.name] = folder
     return found
+
+
+@cache
+def _located() -> dict[str, tuple[str, str]]:
+    """Every statement: name -> (owning package, text)."""
+    found: dict[str, tuple[str, str]] = {}
+    for package, folder in sorted(_folders().items()):
+        for entry in folder.iterdir():
+            if not entry.name.endswith(".sql"):
+                continue
+            name = entry.name[: -len(".sql")]
+            if name in found:
+                raise DuplicateQuery(
+                    f"statement {name!r} ships in both {found[name][0]} and {package}"
+                )
+            found[name] = (package, entry.read_text(encoding="utf-8"))
+    return found
+
+
+def _all_queries() -> dict[str, str]:
+    return {name: body for name, (_, body) in _located().items()}
+
+
+def owner(name: str) -> str:
+    """The package whose ``queries/`` folder holds ``name`` (``sql``: the core)."""
+    try:
+        return _located()[name][0]
+    except KeyError:
+        raise UnknownQuery(name) from None
 
 
 def names() -> list[str]:

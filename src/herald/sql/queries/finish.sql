@@ -30,10 +30,8 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
                       THEN clk.now + make_interval(secs => coalesce(i.delay_s, 0))
                       ELSE j.run_at END,
         errors = CASE WHEN i.error IS NULL THEN j.errors
-                      ELSE (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 0
-                                 ELSE j.errors END)
-                           || jsonb_build_array(i.error || jsonb_build_object(
-                                  'at', clk.now, 'attempt', j.attempt)) END,
+                      ELSE herald_append_error(j.errors, i.error || jsonb_build_object(
+                               'at', clk.now, 'attempt', j.attempt)) END,
         result = coalesce(i.result, j.result),
         lease_owner = NULL,
         lease_expires_at = NULL,

@@ -14,11 +14,10 @@ WITH expired AS (
         lease_owner = NULL,
         lease_expires_at = NULL,
         rescues = j.rescues + 1,
-        errors = (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 0 ELSE j.errors END)
-                 || jsonb_build_array(jsonb_build_object(
-                        'at', herald_now(), 'attempt', j.attempt, 'kind', 'lease_expired',
-                        'message', 'lease expired: worker ' || e.lease_owner
-                                   || ' stopped renewing it')),
+        errors = herald_append_error(j.errors, jsonb_build_object(
+                     'at', herald_now(), 'attempt', j.attempt, 'kind', 'lease_expired',
+                     'message', 'lease expired: worker ' || e.lease_owner
+                                || ' stopped renewing it')),
         finished_at = CASE WHEN j.attempt >= j.max_attempts THEN herald_now() END
     FROM expired e
     WHERE j.id = e.id

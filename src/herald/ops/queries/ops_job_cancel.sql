@@ -6,10 +6,9 @@ SET state = 'cancelled',
     lease_owner = NULL,
     lease_expires_at = NULL,
     finished_at = herald_now(),
-    errors = (CASE WHEN jsonb_array_length(errors) >= 20 THEN errors - 0 ELSE errors END)
-             || jsonb_build_array(jsonb_build_object(
-                    'at', herald_now(), 'attempt', attempt, 'kind', 'cancelled',
-                    'message', 'cancelled by ' || %(actor)s || ': ' || %(reason)s))
+    errors = herald_append_error(errors, jsonb_build_object(
+                 'at', herald_now(), 'attempt', attempt, 'kind', 'cancelled',
+                 'message', 'cancelled by ' || %(actor)s || ': ' || %(reason)s))
 WHERE id = %(id)s AND state IN ('waiting', 'running')
 RETURNING id, kind, queue, key, version, state::text AS state, run_at, attempt,
           max_attempts, fence, lease_owner, lease_expires_at, finished_at

@@ -14,8 +14,8 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald.catalog.console_actions import ACTIONS
-from herald.catalog.console_actions import dataset_id as dataset_id_of
+from herald.catalog.console.actions import ACTIONS
+from herald.catalog.console.actions import dataset_id as dataset_id_of
 from herald.catalog.datasets import Dataset, VersionRecord, get_dataset, get_version, list_datasets
 from herald.catalog.datasets import list_versions as versions_of
 from herald.console import Caller, ConsoleExtension, Missing, NavEntry, Signed, render
