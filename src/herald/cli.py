@@ -18,8 +18,10 @@ from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
+from herald.ingest import cli as ingest_cli
 from herald.migrate import MigrationError, migrate
 from herald.registry import Herald
+from herald.social import cli as social_cli
 from herald.worker import Worker, run_worker
 
 DEFAULT_APP = "herald.demo:app"
@@ -173,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--records", type=int, default=300_000, help="generated records")
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
+    ingest_cli.add_commands(sub)  # ingest providers|fetch|runs|run|quarantine
+    social_cli.add_commands(sub)  # social accounts|link|post|disconnect|keygen|sandbox|demo
     _finish(sub)
     return parser
 
@@ -390,6 +394,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = load_app(app_spec)
         if args.command == catalog_cli.COMMAND:
             return catalog_cli.main(app, settings, args)
+        if args.command == ingest_cli.COMMAND:
+            return ingest_cli.main(app, settings, args)
+        if args.command == social_cli.COMMAND:
+            return social_cli.main(app, settings, args)
         if args.command == "worker":
             return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":

@@ -44,9 +44,11 @@ from herald.catalog.publishing import CatalogSettings
 from herald.catalog.triplestore import TripleStore, export_catalog
 from herald.client import Client, open_connection
 from herald.config import Settings
+from herald.ingest.jobs import register_ingest
 from herald.migrate import migrate
 from herald.ops.housekeeping import Housekeeper
 from herald.registry import Herald
+from herald.social.pipeline import register_social
 from herald.states import ACTIVE_JOB_STATES, JobState
 from herald.worker import Worker
 
@@ -56,9 +58,12 @@ _TIMEOUT = 1800.0  # seconds: the demo gives up rather than wait forever
 
 
 def create_app(settings: Settings | None = None) -> Herald:
-    """A Herald application with the catalog's kinds (``catalog.publish``, ...)."""
+    """The built-in application: the catalog's kinds (``catalog.publish``, ...), the
+    ingestion's and the social ones."""
     app = Herald()
     register_catalog(app, settings or Settings.from_env())
+    register_ingest(app, settings or Settings.from_env())  # ingest.fetch, ingest.process
+    register_social(app, settings or Settings.from_env())  # social.post, social.revoke
     return app
 
 

@@ -48,6 +48,16 @@ EXPECTED: dict[tuple[str, str], str | None] = {
     ("GET", "/v1/catalog"): "read",
     ("GET", "/v1/sparql"): "read",
     ("POST", "/v1/sparql"): "read",
+    # the social application's routes (herald.api.social)
+    ("GET", "/health"): None,
+    ("POST", "/users"): "operate",
+    ("GET", "/accounts"): "read",
+    ("POST", "/accounts"): "operate",
+    ("DELETE", "/accounts/{account_id}"): "operate",
+    ("POST", "/social/posts"): "submit",
+    ("GET", "/jobs/{job_id}"): "read",
+    ("GET", "/dlq/{service}"): "read",
+    ("POST", "/dlq/{service}/{message_id}/replay"): "operate",
 }
 SAMPLE = {
     "job_id": "1",
@@ -56,6 +66,9 @@ SAMPLE = {
     "dataset_id": "d",
     "version": "1",
     "name": "d.csv",
+    "account_id": "1",
+    "service": "social",
+    "message_id": "1",
 }
 
 

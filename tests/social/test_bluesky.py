@@ -11,6 +11,7 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from herald.ops.secrets import Secret
 from herald.social.adapters import BlueskyAdapter, MediaRef, adapter_for
 from herald.social.adapters.bluesky import facets, record_key, tid
 from herald.social.errors import (
@@ -23,7 +24,6 @@ from herald.social.errors import (
 from herald.social.media import FetchedMedia
 from herald.social.sandbox import Quota, Sandbox, SandboxConfig
 from herald.social.sandbox.mediahost import sample_png
-from herald.social.secret import Secret
 from herald.social.simulator import FailureSimulator, FaultPlan, FaultProfile
 from tests.social.support import leaks, post
 

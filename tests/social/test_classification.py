@@ -7,6 +7,7 @@ import json
 import pytest
 
 from herald.errors import Permanent, Retry, Snooze
+from herald.ops.secrets import Redactor
 from herald.social import ratelimit
 from herald.social.errors import (
     Disposition,
@@ -17,7 +18,6 @@ from herald.social.errors import (
     classify,
     to_job_outcome,
 )
-from herald.social.secret import Redactor
 
 NOW = 1_700_000_000.0
 

@@ -8,12 +8,12 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from herald.ops.secrets import Secret
 from herald.social.adapters import adapter_for
 from herald.social.errors import PermanentError, RateLimited, ReauthRequired, TransientError
 from herald.social.media import FetchedMedia
 from herald.social.sandbox import Quota, Sandbox, SandboxConfig
 from herald.social.sandbox.mediahost import sample_png
-from herald.social.secret import Secret
 from herald.social.simulator import FailureSimulator, FaultPlan, FaultProfile
 from herald.social.steps import publish
 from tests.social.support import leaks, post

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from herald.errors import Snooze
+from herald.ops.secrets import Secret
 from herald.social.adapters import MastodonAdapter, adapter_for
 from herald.social.errors import (
     InvalidPost,
@@ -23,7 +24,6 @@ from herald.social.errors import (
 from herald.social.media import FetchedMedia
 from herald.social.sandbox import Quota, Sandbox, SandboxConfig
 from herald.social.sandbox.mediahost import sample_png
-from herald.social.secret import Secret
 from tests.social.support import leaks, post
 
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from herald.ops.secrets import Secret
 from herald.social.adapters import adapter_for
 from herald.social.errors import SocialError
 from herald.social.sandbox import Sandbox
-from herald.social.secret import Secret
 from tests.social.support import leaks, post
 
 WRONG = {

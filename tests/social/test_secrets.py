@@ -7,8 +7,8 @@ import pickle
 
 import pytest
 
-from herald.social.crypto import CipherError, TokenCipher
-from herald.social.secret import REDACTED, Redactor, Secret, redact
+from herald.ops.crypto import CipherError, TokenCipher
+from herald.ops.secrets import REDACTED, Redactor, Secret, redact
 
 
 def test_a_secret_never_shows_its_value() -> None:

@@ -11,13 +11,13 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from herald.ops.secrets import Secret
 from herald.social.adapters import adapter_for
 from herald.social.adapters.webhook import sign, signature_valid
 from herald.social.errors import PermanentError, RateLimited, ReauthRequired
 from herald.social.media import FetchedMedia
 from herald.social.sandbox import Quota, Sandbox, SandboxConfig
 from herald.social.sandbox.mediahost import sample_png
-from herald.social.secret import Secret
 from tests.social.support import leaks, post
 
 SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()

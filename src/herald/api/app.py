@@ -12,7 +12,17 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
-from herald.api import catalog, docs, health, jobs, operations, problems, schedules
+from herald.api import (
+    catalog,
+    docs,
+    health,
+    ingest,
+    jobs,
+    operations,
+    problems,
+    schedules,
+    social,
+)
 from herald.api.boundary import Boundary
 from herald.api.state import ApiSettings, ApiState
 from herald.catalog.errors import TripleStoreError
@@ -101,7 +111,7 @@ def create_app(
             SparqlLimits.from_env(), {p: str(ns) for p, ns in PREFIXES.items()}
         )
         try:
-            async with serving(app):
+            async with serving(app), ingest.serving(app):
                 yield
         finally:
             await app.state.sparql.close()
@@ -130,7 +140,9 @@ def create_app(
     app.include_router(operations.router)
     app.include_router(schedules.router)
     app.include_router(catalog.router)
+    app.include_router(ingest.router)
     app.include_router(health.router)
+    app.include_router(social.router)
     app.include_router(health.metrics_router)
     # Outermost: size and key are checked before routing and before the body is read.
     app.add_middleware(Boundary, api=api)

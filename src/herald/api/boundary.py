@@ -32,6 +32,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 AUTH_HEADER = (b"herald-auth", b"off")
+# The social application's routes (herald.api.social) sit beside /v1 and need a key too.
+KEYED_PREFIXES = ("/users", "/accounts", "/social/", "/jobs/", "/dlq/")
 
 
 def _problem(status: int, slug: str, title: str, detail: str, path: str) -> bytes:
@@ -47,7 +49,9 @@ class Boundary:
         self.api = api
 
     def _needs_key(self, path: str) -> bool:
-        if path == "/v1" or path.startswith("/v1/"):
+        if path == "/v1" or path.startswith("/v1/") or path == "/search":
+            return True
+        if path.startswith(KEYED_PREFIXES):
             return True
         return path == "/metrics" and self.api.metrics == "key"
 

@@ -37,7 +37,12 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 
 # Optional figures: each named statement reads tables that a later layer adds. A
 # statement whose tables are absent from this schema is skipped, not an error.
-OPTIONAL_QUERIES = ("metrics_schedules", "metrics_cleanup", "metrics_rate_limits")
+OPTIONAL_QUERIES = (
+    "metrics_schedules",
+    "metrics_cleanup",
+    "metrics_rate_limits",
+    "metrics_ingest",
+)
 
 
 @dataclass

@@ -6,7 +6,7 @@ its platform whatever fails in between. This package holds the parts that need n
 database: the platform adapters (:mod:`herald.social.adapters`), error classification
 (:mod:`herald.social.errors`), rate-limit headers (:mod:`herald.social.ratelimit`),
 media fetching within limits (:mod:`herald.social.media`), credential encryption and
-redaction (:mod:`herald.social.crypto`, :mod:`herald.social.secret`), the steps
+redaction (:mod:`herald.ops.crypto`, :mod:`herald.ops.secrets`), the steps
 themselves (:mod:`herald.social.steps`), the failure simulator
 (:mod:`herald.social.simulator`) and a sandbox of the platforms
 (:mod:`herald.social.sandbox`).
@@ -17,6 +17,8 @@ every create carries a key bound to its job and step, or is looked up before it 
 made again.
 """
 
+from herald.ops.crypto import CipherError, TokenCipher
+from herald.ops.secrets import Redactor, Secret, redact
 from herald.social.adapters import (
     Account,
     AccountInfo,
@@ -29,7 +31,6 @@ from herald.social.adapters import (
     adapter_for,
     operation_key,
 )
-from herald.social.crypto import CipherError, TokenCipher
 from herald.social.errors import (
     Disposition,
     InvalidPost,
@@ -43,7 +44,6 @@ from herald.social.errors import (
 )
 from herald.social.media import FetchedMedia, MediaFetcher, MediaLimits, MediaRejected
 from herald.social.ratelimit import RateInfo, SlowDown
-from herald.social.secret import Redactor, Secret, redact
 from herald.social.simulator import FailureSimulator, FaultPlan, FaultProfile, Latency
 from herald.social.steps import StepKeys, check_auth, prepare_media, publish
 

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from herald.errors import HeraldError, JobOutcome, Permanent, Retry, Snooze
+from herald.ops.secrets import Redactor
 from herald.social import ratelimit
 from herald.social.ratelimit import Headers, RateInfo
-from herald.social.secret import Redactor
 
 DEFAULT_RATE_LIMIT_SNOOZE = 60.0
 

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from herald.ops.secrets import Redactor, Secret
 from herald.social import ratelimit
 from herald.social.errors import (
     InvalidPost,
@@ -39,7 +40,6 @@ from herald.social.errors import (
 )
 from herald.social.media import FetchedMedia
 from herald.social.ratelimit import Headers, RateInfo, SlowDown
-from herald.social.secret import Redactor, Secret
 
 PLATFORMS = ("mastodon", "bluesky", "facebook", "webhook")
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)

@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from herald.ops.secrets import Secret
 from herald.social.adapters.base import (
     FOREVER,
     AccountInfo,
@@ -59,7 +60,6 @@ from herald.social.errors import (
 )
 from herald.social.media import FetchedMedia
 from herald.social.ratelimit import RateInfo
-from herald.social.secret import Secret
 
 POST_COLLECTION = "app.bsky.feed.post"
 MAX_TEXT_BYTES = 3000

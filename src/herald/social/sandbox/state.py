@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from herald.ops.secrets import Secret
 from herald.social.adapters.base import Account
-from herald.social.secret import Secret
 
 
 @dataclass(frozen=True)

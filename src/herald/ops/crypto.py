@@ -1,9 +1,9 @@
 """Encryption of stored credentials, with keys from the environment and key rotation.
 
-Place in the pipeline (auth check -> media -> publish, each step checkpointed): an
-account's access token is stored only as the output of :meth:`TokenCipher.encrypt`; the
-auth-check step decrypts it into a :class:`~herald.social.secret.Secret` for the
-adapter, and never writes the plain value anywhere.
+Shared by the applications that hold credentials (a social account's access token, an
+ingestion provider's auth header): a credential is stored only as the output of
+:meth:`TokenCipher.encrypt`; the step that needs it decrypts it into a
+:class:`~herald.ops.secrets.Secret` and never writes the plain value anywhere.
 
 Keys are Fernet keys (AES-128-CBC with HMAC-SHA256, authenticated, timestamped), listed
 newest first in ``HERALD_TOKEN_KEYS`` separated by commas or whitespace. The newest key
@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from herald.social.secret import Secret
+from herald.ops.secrets import Secret
 
 KEYS_VARIABLE = "HERALD_TOKEN_KEYS"
 _MAGIC = b"herald-secret-v1\x00"

@@ -1,9 +1,9 @@
 """Secrets that cannot leak by accident, and redaction of text and data shown to people.
 
-Place in the pipeline (auth check -> media -> publish, each step checkpointed): every
-credential an adapter holds is a :class:`Secret`; every error body, log line or dead
-letter that leaves an adapter goes through a :class:`Redactor` first, so no access
-token, refresh token, password or signing secret is ever written anywhere readable.
+Shared by the applications that talk to outside services: every credential a client
+holds is a :class:`Secret`; every error body, log line or dead letter that leaves it goes
+through a :class:`Redactor` first, so no access token, refresh token, password or
+signing secret is ever written anywhere readable.
 
 A :class:`Secret` shows ``'***'`` in ``str``, ``repr`` and f-strings, refuses pickling
 and JSON encoding, and compares in constant time. The only way to the value is the

@@ -1,0 +1,295 @@
+"""Ingestion end to end: fetch+stage, processing, and search latency idle vs while ingesting.
+
+Every figure runs against a real PostgreSQL (``HERALD_DATABASE_URL``, else the embedded
+one) in a fresh schema of its own (created, migrated, dropped), with the provider
+sandbox in a process of its own serving the snapshot over loopback HTTP.
+
+- ``fetch``: one fetch of N plans (3 zones each) in a fresh process: the body streamed
+  into the parser, batches staged with COPY under the run's fence, the run marked
+  staged. Plans/s on the host clock from the request to the staged run, and the
+  process's peak RSS (``ru_maxrss``): flat when 1M is within 20 % of 100k.
+- ``process``: the staged run processed into canonical plans by 1 and by 2 processes
+  (each draining the run with :func:`herald.ingest.processing.drain_run`, batches of
+  ``--batch``), plans/s from their start to the run processed.
+- ``search``: ``SearchService.search`` (the route's code path: bulkhead, pool, query;
+  the cache is disabled so every call reaches PostgreSQL) over the canonical plans of
+  the processed run: p50/p99 and requests/s with 1, 16 and 64 concurrent callers for
+  ``--search-seconds`` each, idle, then again while a second fetch+process of the same
+  size runs in other processes. The bulkhead is sized to the largest concurrency so
+  latency, not refusal, is measured (refusals are printed too).
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.bench_ingest                       # 100k and 1M
+    .venv/bin/python -m benchmarks.bench_ingest --sizes 100000 --search-seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from psycopg import sql as psql
+
+from benchmarks.bench_core import machine
+from herald.config import Settings
+from herald.db import connect, conninfo, database_url
+from herald.migrate import migrate
+
+
+def _settings(schema: str) -> Settings:
+    base = Settings.from_env()
+    return Settings(database_url=database_url(base), schema=schema, data_dir=base.data_dir)
+
+
+async def _fresh_schema(url: str) -> str:
+    schema = f"bench_ingest_{uuid.uuid4().hex[:8]}"
+    async with await connect(conninfo(url, schema)) as conn:
+        await migrate(conn, schema)
+    return schema
+
+
+async def _drop_schema(url: str, schema: str) -> None:
+    async with await connect(conninfo(url, "public")) as conn:
+        await conn.execute(psql.SQL("DROP SCHEMA {} CASCADE").format(psql.Identifier(schema)))
+
+
+# --- child processes -----------------------------------------------------------------
+
+
+async def child_fetch(schema: str, provider: str, url: str) -> dict[str, Any]:
+    """Fetch and stage one snapshot as the fetch job does (fenced, COPY, marked staged)."""
+    from herald.ingest.fetch import FetchPolicy, fetch_snapshot
+    from herald.ingest.staging import RunStager, mark_staged, start_run
+
+    settings = _settings(schema)
+    assert settings.database_url is not None
+    async with await connect(conninfo(settings.database_url, schema)) as conn:
+        cur = await conn.execute(
+            "INSERT INTO jobs (kind, key, version, state, attempt, fence, lease_owner, "
+            "lease_expires_at, attempted_at) VALUES ('ingest.fetch', %s, "
+            "(SELECT count(*) + 1 FROM jobs WHERE key = %s), 'running', 1, 1, 'bench', "
+            "herald_now() + interval '1 day', herald_now()) RETURNING id",
+            (provider, provider),
+        )
+        job = await cur.fetchone()
+        assert job is not None
+        run = await start_run(conn, provider, job["id"], 1)
+        stager = RunStager(conn, run["id"], provider, 1)
+        started = time.monotonic()
+        result = await fetch_snapshot(url, "event-plans", stager, policy=FetchPolicy())
+        await mark_staged(conn, run["id"], 1, bytes_read=result.bytes, attempts=1)
+        seconds = time.monotonic() - started
+        await conn.execute(
+            "UPDATE jobs SET state = 'succeeded', lease_owner = NULL, lease_expires_at = NULL, "
+            "finished_at = herald_now() WHERE id = %s",
+            (job["id"],),
+        )
+    return {
+        "run_id": run["id"],
+        "plans": stager.staged,
+        "seconds": seconds,
+        "bytes": result.bytes,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+async def child_process(schema: str, run_id: int, batch: int) -> dict[str, Any]:
+    from herald.ingest.processing import drain_run
+
+    settings = _settings(schema)
+    assert settings.database_url is not None
+    async with await connect(conninfo(settings.database_url, schema)) as conn:
+        stats = await drain_run(conn, run_id, f"bench-{os.getpid()}", batch=batch, poll=0.05)
+    return {"done": stats.done}
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.bench_ingest", "--child", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"a child process failed ({proc.returncode}): {out}")
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+# --- the figures ---------------------------------------------------------------------
+
+
+async def _provider(url: str, schema: str, name: str, feed: str) -> None:
+    from herald.ingest.providers import ProviderSpec, save_provider
+    from herald.ops.audit import Note
+
+    async with await connect(conninfo(url, schema)) as conn:
+        await save_provider(conn, ProviderSpec(name=name, url=feed), note=Note("bench", "bench"))
+
+
+async def _run_state(url: str, schema: str, run_id: int) -> str:
+    async with await connect(conninfo(url, schema)) as conn:
+        cur = await conn.execute("SELECT state FROM ingest_runs WHERE id = %s", (run_id,))
+        row = await cur.fetchone()
+        return "" if row is None else str(row["state"])
+
+
+def fetch_once(schema: str, name: str, base: str, plans: int) -> dict[str, Any]:
+    return _result(_spawn("fetch", schema, name, f"{base}/feeds/{name}?plans={plans}&zones=3"))
+
+
+def process_with(schema: str, run_id: int, processes: int, batch: int) -> float:
+    started = time.monotonic()
+    procs = [_spawn("process", schema, str(run_id), str(batch)) for _ in range(processes)]
+    done = sum(int(_result(p)["done"]) for p in procs)
+    return done / (time.monotonic() - started)
+
+
+async def search_load(
+    url: str, schema: str, concurrency: int, seconds: float
+) -> tuple[float, float, float, int]:
+    """p50 ms, p99 ms, requests/s, refusals over ``seconds`` with ``concurrency`` callers."""
+    from prometheus_client import CollectorRegistry
+
+    from herald.ingest.search import SearchSaturated, SearchService, SearchSettings, Window
+
+    settings = SearchSettings(max_concurrent=64, cache_entries=0)
+    service = SearchService(conninfo(url, schema), schema, settings, CollectorRegistry())
+    await service.open()
+    latencies: list[float] = []
+    refused = 0
+    stop = time.monotonic() + seconds
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    async def caller(seed: int) -> None:
+        nonlocal refused
+        day = seed
+        while time.monotonic() < stop:
+            day = (day * 7 + 3) % 700
+            start = base + dt.timedelta(days=day)
+            window = Window(start, start + dt.timedelta(days=3))
+            began = time.perf_counter()
+            try:
+                await service.search(window, limit=50)
+            except SearchSaturated:
+                refused += 1
+                continue
+            latencies.append(time.perf_counter() - began)
+
+    try:
+        await asyncio.gather(*(caller(i) for i in range(concurrency)))
+    finally:
+        await service.close()
+    latencies.sort()
+    p50 = statistics.median(latencies) * 1000
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    return p50, p99, len(latencies) / seconds, refused
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    from herald.ingest.sandbox import spawn_sandbox
+
+    url = database_url(Settings.from_env())
+    print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
+    async with await connect(conninfo(url, "public")) as conn:
+        cur = await conn.execute("SHOW server_version")
+        print(f"PostgreSQL {(await cur.fetchone() or {}).get('server_version')}")
+    with spawn_sandbox() as sandbox:
+        for plans in args.sizes:
+            schema = await _fresh_schema(url)
+            try:
+                await _provider(url, schema, "p1", f"{sandbox.base_url}/feeds/p1")
+                fetched = fetch_once(schema, "p1", sandbox.base_url, plans)
+                print(
+                    f"fetch+stage {plans:>9,} plans: {fetched['plans'] / fetched['seconds']:>9,.0f}"
+                    f" plans/s ({fetched['seconds']:.1f} s, {fetched['bytes'] / 2**20:,.0f} MiB),"
+                    f" peak RSS {fetched['peak_rss_mib']:.0f} MiB",
+                    flush=True,
+                )
+                rates = {}
+                for processes in args.processes:
+                    run = fetched if processes == args.processes[0] else None
+                    if run is None:  # a fresh run of the same snapshot for each figure
+                        name = f"p{processes}"
+                        await _provider(url, schema, name, f"{sandbox.base_url}/feeds/{name}")
+                        run = fetch_once(schema, f"p{processes}", sandbox.base_url, plans)
+                    rates[processes] = process_with(schema, run["run_id"], processes, args.batch)
+                    print(
+                        f"process {plans:>9,} plans with {processes} process(es): "
+                        f"{rates[processes]:>9,.0f} plans/s",
+                        flush=True,
+                    )
+                if args.search_seconds > 0:
+                    await _search_figures(args, url, schema, sandbox.base_url, plans)
+            finally:
+                await _drop_schema(url, schema)
+
+
+async def _search_figures(
+    args: argparse.Namespace, url: str, schema: str, base: str, plans: int
+) -> None:
+    for concurrency in args.concurrency:
+        p50, p99, rps, refused = await search_load(url, schema, concurrency, args.search_seconds)
+        print(
+            f"search idle,      {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms  "
+            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}",
+            flush=True,
+        )
+    await _provider(url, schema, "busy", f"{base}/feeds/busy")
+    for concurrency in args.concurrency:
+        # A whole second ingestion (fetch, then 2 processing processes) runs meanwhile.
+        fetch = _spawn("fetch", schema, "busy", f"{base}/feeds/busy?plans={plans}&zones=3&seed=9")
+        measuring = asyncio.create_task(search_load(url, schema, concurrency, args.search_seconds))
+        fetched = await asyncio.to_thread(_result, fetch)
+        procs = [
+            _spawn("process", schema, str(fetched["run_id"]), str(args.batch)) for _ in range(2)
+        ]
+        p50, p99, rps, refused = await measuring
+        for proc in procs:
+            await asyncio.to_thread(_result, proc)
+        print(
+            f"search ingesting, {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms  "
+            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}",
+            flush=True,
+        )
+        async with await connect(conninfo(url, schema)) as conn:  # the next round starts clean
+            await conn.execute("DELETE FROM ingest_plans WHERE provider = 'busy'")
+            await conn.execute("DELETE FROM ingest_runs WHERE provider = 'busy'")
+
+
+def _child(argv: list[str]) -> None:
+    what, schema, *rest = argv
+    if what == "fetch":
+        print(json.dumps(asyncio.run(child_fetch(schema, rest[0], rest[1]))))
+    else:
+        print(json.dumps(asyncio.run(child_process(schema, int(rest[0]), int(rest[1])))))
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--batch", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--search-seconds", type=float, default=10.0)
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Social publishing end to end: HTTP API -> workers -> sandbox platforms (loopback).
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.bench_social                      # every figure
+    .venv/bin/python -m benchmarks.bench_social --workers 1 --latency 0 --posts 500
+
+For each platform latency (0 and 50 ms by default) and worker count (1 and 2 processes),
+in a fresh schema: the API (``herald serve``) and the workers (``herald worker``) are
+processes of the social application, the platforms the sandbox server on a thread of
+this process, posts carry no media and no faults are injected. Three figures:
+
+* **admission**: posts/s answered 202 by the API with the workers stopped (``--clients``
+  requests in flight, each with its own Idempotency-Key), by the host's clock;
+* **drain**: posts/s published by the workers from that backlog, by the database clock
+  (first claim to last publication);
+* **steady**: posts submitted while the workers run; posts/s from the first admission to
+  the last publication, and p50/p99 of admission -> published (the post row's
+  ``created_at`` and ``published_at``, both the database's clock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import httpx
+
+from benchmarks.bench_core import Processes, fresh_schema
+from herald import loop
+from herald.api import create_key
+from herald.config import Settings
+from herald.db import connect, conninfo, database_url
+from herald.ops.crypto import TokenCipher
+from herald.social.accounts import PRIMARY_SECRET
+from herald.social.sandbox import Sandbox, SandboxConfig
+from herald.social.sandbox.state import Quota
+
+_PENDING = "SELECT count(*) AS n FROM social_posts WHERE state <> 'published'"
+_SPAN = """
+SELECT count(*) AS n,
+       extract(epoch FROM max(p.published_at) - min(j.attempted_at))::float8 AS drain_s,
+       extract(epoch FROM max(p.published_at) - min(p.created_at))::float8 AS total_s
+FROM social_posts p JOIN jobs j ON j.id = p.job_id
+WHERE p.state = 'published'
+"""
+_LATENCIES = """
+SELECT extract(epoch FROM published_at - created_at)::float8 * 1000 AS ms
+FROM social_posts WHERE state = 'published'
+"""
+ACCOUNTS = 8
+
+
+class Spawned(Processes):
+    def __enter__(self) -> Spawned:
+        return self
+
+
+def generous_sandbox(latency: float) -> Sandbox:
+    config = SandboxConfig(latency=latency)
+    for platform in config.quotas:
+        config.quotas[platform] = {"requests": Quota(10_000_000, 1.0)}
+    return Sandbox(config).start()
+
+
+def environment(settings: Settings, concurrency: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "HERALD_DATABASE_URL": str(settings.database_url),
+        "HERALD_SCHEMA": settings.schema,
+        "HERALD_TOKEN_KEYS": TokenCipher.generate_key(),
+        # Far above what is sent: this measures Herald, not the platforms' quotas.
+        "HERALD_SOCIAL_QUOTAS": "mastodon=off,bluesky=off,facebook=off",
+        "HERALD_SOCIAL_ACCOUNT_CONCURRENCY": str(concurrency),
+        "HERALD_POOL_SIZE": "10",
+    }
+
+
+async def query(settings: Settings, text: str) -> list[dict[str, Any]]:
+    conn = await connect(conninfo(str(settings.database_url), settings.schema))
+    async with conn:
+        cur = await conn.execute(text.encode())
+        return await cur.fetchall()
+
+
+async def execute(settings: Settings, text: str) -> None:
+    conn = await connect(conninfo(str(settings.database_url), settings.schema))
+    async with conn:
+        await conn.execute(text.encode())
+
+
+async def wait_published(settings: Settings, within: float) -> None:
+    deadline = time.monotonic() + within
+    while (await query(settings, _PENDING))[0]["n"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("posts were not published in time")
+        await asyncio.sleep(0.1)
+
+
+async def api_ready(http: httpx.AsyncClient, api: Processes, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if (await http.get("/health")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        api.check_alive(deadline)
+        await asyncio.sleep(0.1)
+
+
+async def workers_ready(workers: Processes, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not all("started on queues" in log.read_text() for log in workers.logs):
+        workers.check_alive(deadline)
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+
+
+async def link_accounts(
+    http: httpx.AsyncClient, headers: dict[str, str], sandbox: Sandbox
+) -> list[int]:
+    ids = []
+    for _ in range(ACCOUNTS):
+        made = sandbox.add_account("mastodon")
+        account = made.account(sandbox.url)
+        body = {
+            "provider": "mastodon",
+            "name": made.name,
+            "page_id": account.ref,
+            "base_url": account.base_url,
+            "access_token": made.credentials[PRIMARY_SECRET["mastodon"]],
+        }
+        response = await http.post("/accounts", json=body, headers=headers)
+        response.raise_for_status()
+        ids.append(int(response.json()["id"]))
+    return ids
+
+
+async def submit(
+    http: httpx.AsyncClient,
+    headers: dict[str, str],
+    accounts: list[int],
+    posts: int,
+    clients: int,
+    tag: str,
+) -> float:
+    """Submit ``posts`` posts with ``clients`` requests in flight; the rate of 202s."""
+    numbers = iter(range(posts))
+
+    async def client() -> None:
+        for n in numbers:
+            body = {"account_id": accounts[n % len(accounts)], "message": f"{tag} post {n}"}
+            key = {**headers, "Idempotency-Key": f"{tag}-{n}"}
+            response = await http.post("/social/posts", json=body, headers=key)
+            if response.status_code != 202:
+                raise RuntimeError(f"POST /social/posts: {response.status_code} {response.text}")
+
+    start = time.monotonic()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return posts / (time.monotonic() - start)
+
+
+async def measure(
+    url: str, workers: int, latency: float, posts: int, clients: int, concurrency: int
+) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    sandbox = generous_sandbox(latency)
+    try:
+        async with fresh_schema(url) as settings:
+            env = environment(settings, concurrency)
+            conn = await connect(conninfo(url, settings.schema))
+            async with conn:
+                token = (await create_key(conn, "bench", ["admin"])).token
+            headers = {"Authorization": f"Bearer {token}"}
+            port = 18000 + os.getpid() % 1000
+            command = [sys.executable, "-m", "herald", "--app", "herald.social.app:app"]
+            limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+            with Spawned("herald-bench-social-api-") as api:
+                api.spawn([*command, "serve", "--port", str(port)], env, 1)
+                async with httpx.AsyncClient(
+                    base_url=f"http://127.0.0.1:{port}", timeout=120.0, limits=limits
+                ) as http:
+                    await api_ready(http, api)
+                    accounts = await link_accounts(http, headers, sandbox)
+                    figures["admission"] = await submit(
+                        http, headers, accounts, posts, clients, "backlog"
+                    )
+                    print(f"  admission: {figures['admission']:.0f} posts/s", file=sys.stderr)
+                    args = ["worker", "--concurrency", str(concurrency)]
+                    with Spawned("herald-bench-social-") as pool:
+                        pool.spawn([*command, *args], env, workers)
+                        await workers_ready(pool)
+                        await wait_published(settings, 600)
+                        span = (await query(settings, _SPAN))[0]
+                        figures["drain"] = span["n"] / span["drain_s"]
+                        # Steady state: the backlog is gone, new posts meet running workers.
+                        await execute(settings, "TRUNCATE social_posts, social_post_keys CASCADE")
+                        figures["submitted"] = await submit(
+                            http, headers, accounts, posts, clients, "steady"
+                        )
+                        await wait_published(settings, 600)
+                        span = (await query(settings, _SPAN))[0]
+                        figures["steady"] = span["n"] / span["total_s"]
+                        samples = sorted(r["ms"] for r in await query(settings, _LATENCIES))
+                        figures["p50"] = statistics.median(samples)
+                        figures["p99"] = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+                        counts = sandbox.counts()["accounts"]["mastodon"].values()
+                        figures["duplicates"] = sum(c["duplicates"] for c in counts)
+    finally:
+        sandbox.stop()
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_social")
+    parser.add_argument("--posts", type=int, default=2000, help="posts per figure")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.05])
+    parser.add_argument("--clients", type=int, default=32, help="HTTP requests in flight")
+    parser.add_argument("--concurrency", type=int, default=100, help="jobs per worker")
+    args = parser.parse_args(argv)
+    url = database_url(Settings.from_env())
+    print(f"{args.posts} media-less posts to {ACCOUNTS} sandbox Mastodon accounts per figure")
+    print(
+        "latency | workers | admission posts/s | drain posts/s | steady posts/s | p50 ms | p99 ms"
+    )
+    for latency in args.latency:
+        for workers in args.workers:
+            figures = loop.run(
+                measure(url, workers, latency, args.posts, args.clients, args.concurrency),
+                "auto",
+            )
+            print(
+                f"{latency * 1000:5.0f} ms | {workers:7d} | {figures['admission']:17.0f} | "
+                f"{figures['drain']:13.0f} | {figures['steady']:14.0f} | "
+                f"{figures['p50']:6.0f} | {figures['p99']:6.0f}"
+                + (f"  DUPLICATES: {figures['duplicates']:.0f}" if figures["duplicates"] else ""),
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,177 @@
+"""Guards shared by every worker: per-account token buckets, pauses, circuit breakers.
+
+Place in the pipeline (auth check -> media -> publish, each step checkpointed): before
+a step calls its platform, :func:`pass_gate` snoozes the job (no attempt used) while
+the account is paused or the platform's breaker is open; every single platform call
+then takes a token from the account's bucket in :class:`QuotaTransport`. After the
+step, :func:`report` feeds the breaker and the account's pause. All of it lives in
+PostgreSQL, so 1 or 8 worker processes see the same limits.
+
+* **Token bucket** per (platform, account): the engine's buckets
+  (:func:`herald.ops.limits.acquire`) sized from the platform's documented quota so no
+  window of its length can see more calls than the quota allows. A wait shorter than
+  ``short_wait`` is slept in place; a longer one snoozes the job.
+* **Pause** per account: a 429's reset time, or - when the remaining-quota header runs
+  low - the pace the adapter's :class:`~herald.social.ratelimit.SlowDown` advises.
+* **Circuit breaker** per platform: ``breaker_failures`` consecutive transient failures
+  open it for ``breaker_open`` seconds; then one job probes (half open), and its
+  success closes it, its failure opens it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from herald import sql
+from herald.db import AsyncConn
+from herald.errors import Snooze
+from herald.ops import limits
+from herald.social.config import SocialSettings
+from herald.social.errors import Disposition, RateLimited, SocialError
+from herald.social.ratelimit import SlowDown
+
+Pool = AsyncConnectionPool[AsyncConn]
+PROBE_SECONDS = 60.0  # a probe that never reports back frees the breaker after this
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who the platform calls of the running step are made for."""
+
+    pool: Pool
+    platform: str
+    account_id: int
+    settings: SocialSettings
+
+
+# Set by the step around its platform calls; read by QuotaTransport on every request.
+CURRENT: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "herald_social_caller", default=None
+)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the gate saw: whether this job is the breaker's probe and if it was closed."""
+
+    probe: bool
+    clean: bool  # breaker closed with no failures counted: a success writes nothing
+
+
+def bucket_key(platform: str, account_id: int) -> str:
+    return f"social:{platform}:account:{account_id}"
+
+
+async def take_token(caller: Caller) -> None:
+    """One call's token from the account's bucket; short waits are slept in place."""
+    quota = caller.settings.quota(caller.platform)
+    if quota is None:
+        return
+    rate, burst = quota.bucket()
+    key = bucket_key(caller.platform, caller.account_id)
+    while True:
+        try:
+            await limits.acquire(caller.pool, key, rate, burst)
+            return
+        except Snooze as wait:
+            if wait.seconds > caller.settings.short_wait:
+                raise
+            await asyncio.sleep(wait.seconds)
+
+
+class QuotaTransport(httpx.AsyncBaseTransport):
+    """Takes a token of the calling account's bucket before each platform request."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        caller = CURRENT.get()
+        if caller is not None and request.extensions.get("herald.platform"):
+            await take_token(caller)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def pass_gate(pool: Pool, platform: str, account_id: int, settings: SocialSettings) -> Gate:
+    """Snooze (no attempt used) while the account is paused or the breaker is open."""
+    async with pool.connection() as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            sql.query("social_gate"), {"platform": platform, "account_id": account_id}
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        if row["paused_for"] > 0:
+            raise Snooze(
+                row["paused_for"],
+                f"account {account_id} paused: {row['paused_because'] or 'rate limit'}",
+            )
+        state = row["breaker"]
+        if state == "closed":
+            return Gate(probe=False, clean=row["failures"] == 0)
+        if state == "open" and row["open_for"] > 0:
+            raise Snooze(
+                row["open_for"] + random.uniform(0, 1),
+                f"{platform} circuit breaker open ({row['failures']} failures in a row)",
+            )
+        await cur.execute(
+            sql.query("social_breaker_probe"), {"platform": platform, "probe_s": PROBE_SECONDS}
+        )
+        if await cur.fetchone() is not None:
+            return Gate(probe=True, clean=False)
+    wait = max(1.0, row["probe_for"] or 1.0)
+    raise Snooze(wait * random.uniform(0.5, 1.0), f"{platform} circuit breaker half open")
+
+
+async def report(
+    pool: Pool,
+    caller: Caller,
+    gate: Gate | None,
+    error: SocialError | None,
+    pacing: SlowDown | None,
+) -> None:
+    """Feed the breaker and the account's pause with how the step's calls went."""
+    async with pool.connection() as conn:
+        if error is None:
+            if gate is not None and not gate.clean:
+                await conn.execute(
+                    sql.query("social_breaker_success"), {"platform": caller.platform}
+                )
+        elif error.disposition is Disposition.RETRY:
+            await conn.execute(
+                sql.query("social_breaker_failure"),
+                {
+                    "platform": caller.platform,
+                    "threshold": caller.settings.breaker_failures,
+                    "open_s": caller.settings.breaker_open,
+                },
+            )
+        elif gate is not None and not gate.clean:
+            # The platform answered (a 4xx or a 429): it is up, whatever it said.
+            await conn.execute(sql.query("social_breaker_success"), {"platform": caller.platform})
+        if isinstance(error, RateLimited) and error.delay:
+            await pause(conn, caller.account_id, error.delay, f"{caller.platform} said 429")
+        elif pacing is not None and pacing.seconds > 0:
+            await pause(conn, caller.account_id, pacing.seconds, pacing.reason)
+
+
+async def pause(conn: AsyncConn, account_id: int, seconds: float, reason: str) -> None:
+    await conn.execute(
+        sql.query("social_throttle_set"),
+        {"account_id": account_id, "seconds": float(seconds), "reason": reason[:1000]},
+    )
+
+
+def breaker_states(rows: list[Mapping[str, object]]) -> dict[str, str]:
+    return {str(r["platform"]): str(r["state"]) for r in rows}

@@ -1,0 +1,1 @@
+SELECT id, kind, payload FROM dead_letters WHERE id = %(id)s

@@ -1,0 +1,123 @@
+"""What the social jobs of one application share in a process: settings, keys, HTTP.
+
+Place in the pipeline (auth check -> media -> publish, each step checkpointed): every
+step asks the runtime for the platform HTTP client of its event loop - one connection
+pool per loop, so connections are reused across jobs - built as
+``QuotaTransport(FailureSimulator(real transport))``: each request takes a token of its
+account's bucket, then meets the injected faults when ``HERALD_SOCIAL_FAULTS`` asks for
+them (refused at start-up when ``HERALD_ENV=production``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from herald.config import Settings
+from herald.context import JobContext
+from herald.ops.crypto import TokenCipher
+from herald.registry import Herald
+from herald.social.config import SocialSettings
+from herald.social.guards import QuotaTransport
+from herald.social.media import MediaFetcher, MediaLimits
+from herald.social.simulator import FailureSimulator, FaultPlan
+from herald.social.tracing import TracingTransport
+
+# Connections kept open per loop: enough for a worker's concurrency against a few hosts.
+HTTP_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=100)
+
+
+@dataclass
+class SocialRuntime:
+    settings: Settings
+    social: SocialSettings
+    environ: Mapping[str, str] | None = None
+    _cipher: TokenCipher | None = None
+    _http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+    _media: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MediaFetcher] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+    faults: FaultPlan | None = None
+    # What one attempt's steps share (its post and account rows), gone with the attempt.
+    attempts: weakref.WeakKeyDictionary[JobContext, dict[str, Any]] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+
+    def __post_init__(self) -> None:
+        env = os.environ if self.environ is None else self.environ
+        self.faults = FaultPlan.from_env(env)
+        # Refuses a fault plan in production now, at start-up, not at the first post.
+        self._transport(httpx.AsyncHTTPTransport())
+
+    @property
+    def cipher(self) -> TokenCipher:
+        if self._cipher is None:
+            self._cipher = TokenCipher.from_env(self.environ)
+        return self._cipher
+
+    def reload_keys(self) -> None:
+        """Read ``HERALD_TOKEN_KEYS`` again (after a key was added in front)."""
+        self._cipher = None
+
+    @property
+    def job_namespace(self) -> str:
+        """Qualifies post ids in idempotency keys: unique per installation and schema."""
+        return f"herald:{self.settings.schema}"
+
+    def _transport(self, inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+        if self.faults is not None and self.faults.active:
+            inner = FailureSimulator(inner, self.faults, environ=self.environ)
+        return QuotaTransport(TracingTransport(inner))
+
+    def http(self) -> httpx.AsyncClient:
+        """The platform client of the running event loop."""
+        loop = asyncio.get_running_loop()
+        client = self._http.get(loop)
+        if client is None:
+            transport = self._transport(httpx.AsyncHTTPTransport(limits=HTTP_LIMITS))
+            client = httpx.AsyncClient(transport=transport)
+            self._http[loop] = client
+        return client
+
+    def media(self) -> MediaFetcher:
+        loop = asyncio.get_running_loop()
+        fetcher = self._media.get(loop)
+        if fetcher is None:
+            fetcher = MediaFetcher(MediaLimits.from_env(self.environ))
+            self._media[loop] = fetcher
+        return fetcher
+
+    async def aclose(self) -> None:
+        """Close this loop's clients (tests, the demo; workers keep theirs to the end)."""
+        loop = asyncio.get_running_loop()
+        client = self._http.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+        fetcher = self._media.pop(loop, None)
+        if fetcher is not None:
+            await fetcher.aclose()
+
+
+_RUNTIMES: weakref.WeakKeyDictionary[Herald, SocialRuntime] = weakref.WeakKeyDictionary()
+
+
+def social_runtime(app: Herald) -> SocialRuntime:
+    """The runtime :func:`herald.social.pipeline.register_social` attached to ``app``."""
+    try:
+        return _RUNTIMES[app]
+    except KeyError:
+        raise LookupError("the social kinds are not registered on this application") from None
+
+
+def attach_runtime(app: Herald, runtime: SocialRuntime) -> None:
+    if app in _RUNTIMES:
+        raise ValueError("the social kinds are already registered on this application")
+    _RUNTIMES[app] = runtime
