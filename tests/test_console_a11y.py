@@ -16,9 +16,11 @@ from html.parser import HTMLParser
 import pytest
 
 from herald.config import Settings
+from herald.ops.crypto import TokenCipher
 from herald.schedules import ScheduleSpec, create_schedule
 from tests.console_kit import Console, open_console, sign_in
 from tests.support import running_worker, wait_for_job
+from tests.test_console_apps import ingestion_scene, social_scene
 
 # Controls a person fills in or operates (hidden inputs and buttons are named otherwise).
 _FILLED = {"input", "select", "textarea"}
@@ -128,8 +130,13 @@ async def console(settings: Settings) -> AsyncIterator[Console]:
         yield found
 
 
-async def test_every_page_labels_its_controls_and_names_its_links(console: Console) -> None:
+async def test_every_page_labels_its_controls_and_names_its_links(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERALD_TOKEN_KEYS", TokenCipher.generate_key())
     admin = await console.key("admin", ["admin"])
+    run_id = await ingestion_scene(console)
+    account, post, _ = await social_scene(console)
     dataset = {
         "id": "air",
         "title": "Air quality",
@@ -168,6 +175,11 @@ async def test_every_page_labels_its_controls_and_names_its_links(console: Conso
         f"/ui/actions/schedule.pause?target={schedule['id']}",
         "/ui/actions/dataset.publish?target=air",
         "/ui/actions/dataset_version.delete?target=air/1",
+        "/ui/ingestion", f"/ui/ingestion/runs/{run_id}", "/ui/ingestion/quarantine",
+        "/ui/ingestion/providers/city-events",
+        "/ui/actions/ingest_provider.fetch?target=city-events",
+        "/ui/social", f"/ui/social/accounts/{account}", f"/ui/social/posts/{post}",
+        f"/ui/actions/social_account.disconnect?target={account}",
         "/ui/jobs/999999",  # an error page
     ]  # fmt: skip
     problems: list[str] = []

@@ -45,7 +45,7 @@ def _text(page: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
 
 
-async def _ingestion(console: Console) -> int:
+async def ingestion_scene(console: Console) -> int:
     """A provider with one staged run: a failed record and a quarantined one."""
     async with console.client.pool.connection() as conn:
         await save_provider(
@@ -82,7 +82,7 @@ async def test_ingestion_pages_and_fetch_now(
     console: Console, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HERALD_TOKEN_KEYS", TokenCipher.generate_key())  # the auth is stored
-    run_id = await _ingestion(console)
+    run_id = await ingestion_scene(console)
     ops = await console.key("ops", ["read", "operate"])
     viewer = await console.key("viewer", ["read"])
     async with console.browser() as http:
@@ -145,7 +145,7 @@ async def test_ingestion_pages_and_fetch_now(
     assert [(e["actor"], e["reason"]) for e in entries] == [("ops", "the feed was fixed")]
 
 
-async def _social(console: Console) -> tuple[int, int, int]:
+async def social_scene(console: Console) -> tuple[int, int, int]:
     """A linked account with a queued post and a published one."""
     rows = await console.rows(
         "INSERT INTO social_accounts (owner, provider, name, external_id, base_url, credentials) "
@@ -166,7 +166,7 @@ async def _social(console: Console) -> tuple[int, int, int]:
 
 
 async def test_social_pages_and_disconnect(console: Console) -> None:
-    account, queued, published = await _social(console)
+    account, queued, published = await social_scene(console)
     ops = await console.key("ops", ["read", "operate"])
     async with console.browser() as http:
         csrf = await sign_in(http, ops)
