@@ -9,17 +9,14 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald.api import ApiSettings, create_app, create_key, revoke_key
+from herald.api import ApiSettings, create_app, revoke_key
 from herald.api.auth import hash_token
 from herald.client import Client, open_connection
 from herald.config import Settings
@@ -36,60 +33,14 @@ from herald.console import (
 from herald.console.registry import Action, Registry, discover
 from herald.ops import audit
 from herald.schedules import ScheduleSpec, create_schedule
+from tests.console_kit import CSRF, Console, open_console, sign_in
 from tests.support import APP, running_worker, wait_for_job
-
-BASE = "http://herald.test"
-_CSRF = re.compile(r'name="csrf" value="([^"]+)"')
-
-
-@dataclass
-class Console:
-    app: FastAPI
-    settings: Settings
-    client: Client
-
-    def browser(self, base: str = BASE, **headers: str) -> httpx.AsyncClient:
-        """A fresh cookie jar: one browser."""
-        return httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=self.app), base_url=base, headers=headers
-        )
-
-    async def key(self, name: str, scopes: Sequence[str]) -> str:
-        async with await open_connection(self.settings) as conn:
-            return (await create_key(conn, name, scopes)).token
-
-    async def rows(self, query: str, *params: Any) -> list[dict[str, Any]]:
-        async with await open_connection(self.settings) as conn:
-            cur = await conn.execute(query.encode(), params)
-            return await cur.fetchall()
-
-
-async def sign_in(http: httpx.AsyncClient, token: str) -> str:
-    """Sign ``http`` in with ``token``; returns the session's CSRF token."""
-    form = await http.get("/ui/signin")
-    match = _CSRF.search(form.text)
-    assert match, form.text
-    done = await http.post(
-        "/ui/signin", data={"csrf": match.group(1), "api_key": token, "next": "/"}
-    )
-    assert done.status_code == 303, done.text
-    page = await http.get("/ui/")
-    assert page.status_code == 200, page.text
-    found = _CSRF.search(page.text)
-    assert found
-    return found.group(1)
-
-
-def _extensions() -> list[ConsoleExtension]:
-    return discover()
 
 
 @pytest.fixture
 async def console(settings: Settings) -> AsyncIterator[Console]:
-    app = create_app(APP, settings, ApiSettings())
-    install(app, APP, extensions=_extensions())
-    async with app.router.lifespan_context(app), await Client.open(APP, settings) as client:
-        yield Console(app, settings, client)
+    async with open_console(settings) as found:
+        yield found
 
 
 async def _dead_letter(console: Console, kind: str = "permanent", key: str = "doc") -> int:
@@ -114,7 +65,7 @@ async def test_signing_in_sets_a_strict_http_only_session_that_signing_out_ends(
         assert first.status_code == 303
         assert first.headers["location"] == "/ui/signin?next=/jobs%3Fstate%3Ddead"
         form = await http.get(first.headers["location"])
-        csrf = _CSRF.search(form.text)
+        csrf = CSRF.search(form.text)
         assert csrf
         signed = await http.post(
             "/ui/signin", data={"csrf": csrf.group(1), "api_key": token, "next": "/jobs"}
@@ -135,7 +86,7 @@ async def test_signing_in_sets_a_strict_http_only_session_that_signing_out_ends(
         assert page.headers["cache-control"] == "no-store"
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert page.headers["x-frame-options"] == "DENY"
-        found = _CSRF.search(page.text)
+        found = CSRF.search(page.text)
         assert found
         out = await http.post("/ui/signout", data={"csrf": found.group(1)})
         assert out.status_code == 303 and out.headers["location"] == "/ui/signin"
@@ -151,7 +102,7 @@ async def test_over_https_the_session_cookie_is_secure(console: Console) -> None
     token = await console.key("ops", ["read"])
     async with console.browser("https://herald.test") as http:
         form = await http.get("/ui/signin")
-        csrf = _CSRF.search(form.text)
+        csrf = CSRF.search(form.text)
         assert csrf
         signed = await http.post("/ui/signin", data={"csrf": csrf.group(1), "api_key": token})
         assert signed.status_code == 303
@@ -165,7 +116,7 @@ async def test_unknown_revoked_and_scope_less_keys_cannot_sign_in(console: Conso
     submitter = await console.key("submitter", ["submit"])
     async with console.browser() as http:
         form = await http.get("/ui/signin")
-        match = _CSRF.search(form.text)
+        match = CSRF.search(form.text)
         assert match
         csrf = match.group(1)
         wrong = await http.post("/ui/signin", data={"csrf": csrf, "api_key": "hrld_nope"})
@@ -533,10 +484,10 @@ async def test_ingestion_adds_its_page_through_the_registry(console: Console) ->
         run_id = await stage_snapshot(conn, "acme", SnapshotSpec(plans=20), 1)
     async with console.browser() as http:
         await sign_in(http, admin)
-        assert 'href="/ui/ingest"' in (await http.get("/ui/")).text
-        page = await http.get("/ui/ingest")
+        assert 'href="/ui/ingestion"' in (await http.get("/ui/")).text
+        page = await http.get("/ui/ingestion")
         assert page.status_code == 200 and "http://127.0.0.1:9/feeds/acme" in page.text
-        assert f'<td class="num">{run_id}</td>' in page.text and "staged" in page.text
+        assert f'href="/ui/ingestion/runs/{run_id}"' in page.text and "staged" in page.text
 
 
 # --- the registry -------------------------------------------------------------------------
@@ -620,4 +571,4 @@ def test_the_registry_refuses_clashing_or_malformed_extensions(tmp_path: Path) -
         Registry(core(), [ConsoleExtension("Bad Name")])
     with pytest.raises(ConsoleError, match="navigation"):
         Registry(core(), [ConsoleExtension("x", nav=(NavEntry("X", "/x", scope="root"),))])
-    assert [e.name for e in discover()] == ["catalog", "ingest"]
+    assert [e.name for e in discover()] == ["catalog", "ingest", "social"]

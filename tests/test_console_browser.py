@@ -12,23 +12,17 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from herald.api import create_key
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.schedules import ScheduleSpec, create_schedule
-from tests.browser import chromium, screenshot
+from tests.browser import chromium, click, page_text, screenshot, serve_up, wait
 from tests.eventually import eventually
 from tests.support import APP
 
@@ -36,71 +30,19 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def herald_up(settings: Settings, tmp_path: Path) -> Iterator[str]:
     """``herald up`` on a free port, live updates every second; yields its base URL."""
-    assert settings.database_url is not None
-    port = _free_port()
-    log_path = tmp_path / "up.log"
-    env = {
-        **os.environ,
-        "HERALD_DATABASE_URL": settings.database_url,
-        "HERALD_SCHEMA": settings.schema,
-        "HERALD_POLL_INTERVAL": "0.2",
-        "HERALD_CONSOLE_REFRESH": "1",
-        "HERALD_TEST_GATE_DIR": str(tmp_path),
-    }
-    argv = ["--app", "tests.support:APP", "up", "--port", str(port), "--concurrency", "2"]
-    argv += ["--scheduler-interval", "0.5"]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "herald", *argv], cwd=ROOT, env=env, stdout=log,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (
-                "herald up did not get ready\n" + log_path.read_text()
-            )
-            time.sleep(0.2)
+    with serve_up(settings, tmp_path) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _wait(what: str, check: Callable[[], Any], within: float = 30.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    return wait(what, check, within)
 
 
 def _visible_text(driver: Any) -> str:
-    return str(driver.find_element("tag name", "body").text)
+    return page_text(driver)
 
 
 def _sign_in(driver: Any, token: str) -> None:
@@ -141,9 +83,8 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
             d.get(f"{url}/ui/dead-letters")
             _sign_in(d, ops)  # back to the page asked for
             _wait("the dead letters page", lambda: d.title.startswith("Dead letters"))
-            row = d.find_element("id", f"dl-{dead_id}")
             assert "upstream not ready" in _visible_text(d)
-            row.click()
+            click(d, f"#dl-{dead_id}")
             d.find_element("xpath", "//button[normalize-space()='Replay selected…']").click()
             _wait("the review", lambda: "What will happen" in _visible_text(d))
             assert f"as a replay of job {dead_job.id}" in _visible_text(d)
@@ -251,6 +192,17 @@ async def _screenshots(
             "LATERAL (SELECT herald_now() - g * interval '4 seconds' "
             "- (q = 'mail')::int * interval '5 minutes' AS t) x "
             "WHERE q = 'default' OR g % 3 = 0"
+        )
+        # And the housekeeper's queue samples of that hour: depth, running, waiting age.
+        await conn.execute(
+            "INSERT INTO queue_samples (at, queues) "
+            "SELECT herald_now() - g * interval '30 seconds', jsonb_build_object("
+            "'default', jsonb_build_object('available', d, 'scheduled', 0, 'running', "
+            "least(d, 2), 'oldest_waiting_s', CASE WHEN d > 0 THEN d * 4.5 END), "
+            "'mail', jsonb_build_object('available', d / 3, 'scheduled', 1, 'running', "
+            "(d > 5)::int, 'oldest_waiting_s', CASE WHEN d > 2 THEN d * 2.0 END)) "
+            "FROM generate_series(1, 119) g, "
+            "LATERAL (SELECT greatest(0, round(12 + 11 * sin(g / 9.0)))::int AS d) x"
         )
     for n in range(40):
         await client.enqueue("echo", {"n": n})

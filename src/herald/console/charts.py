@@ -70,17 +70,31 @@ def bars(
 
 def rate_line(chart_id: str, title: str, description: str, rates: Sequence[float | None]) -> Markup:
     """A line of percentages (0 to 100) per bucket; a bucket with no attempts is a gap."""
-    count = len(rates)
+    return line(chart_id, title, description, rates, 100.0)
+
+
+def line(
+    chart_id: str,
+    title: str,
+    description: str,
+    values: Sequence[float | None],
+    top: float | None = None,
+) -> Markup:
+    """A line of values per bucket, from 0 to ``top`` (default: the largest value);
+    a bucket without a value (None) is a gap."""
+    count = len(values)
     step = WIDTH / max(count, 1)
     usable = HEIGHT - _PAD
+    ceiling = top if top is not None else max((v for v in values if v is not None), default=0.0)
+    ceiling = ceiling or 1.0
     segments: list[list[str]] = [[]]
-    for index, rate in enumerate(rates):
-        if rate is None:
+    for index, value in enumerate(values):
+        if value is None:
             if segments[-1]:
                 segments.append([])
             continue
         x = index * step + step / 2
-        y = HEIGHT - usable * min(max(rate, 0.0), 100.0) / 100.0
+        y = HEIGHT - usable * min(max(value, 0.0), ceiling) / ceiling
         segments[-1].append(f"{x:.2f},{y:.2f}")
     parts = []
     for points in segments:

@@ -16,10 +16,11 @@ from markupsafe import Markup
 
 from herald import sql
 from herald.console import charts
+from herald.console.render import duration as render_duration
 from herald.console.sessions import Caller
 from herald.db import Row
 from herald.errors import UnknownKind
-from herald.ops import audit, deadletters
+from herald.ops import audit, deadletters, queue_samples
 from herald.schedules import get_schedule, list_fires, list_schedules
 from herald.states import JobState
 
@@ -68,10 +69,22 @@ class QueueActivity:
     succeeded: list[int] = field(default_factory=list)
     dead: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    # From the queue samples, per slot: None where no sample was taken.
+    due_over_time: list[int | None] = field(default_factory=list)
+    running_over_time: list[int | None] = field(default_factory=list)
+    oldest_over_time: list[float | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for series in (self.succeeded, self.dead, self.failed):
             series.extend([0] * (self.slots - len(series)))
+        for sampled in (self.due_over_time, self.running_over_time, self.oldest_over_time):
+            sampled.extend([None] * (self.slots - len(sampled)))
+
+    def idle_at(self, slot: int) -> None:
+        """A sample in ``slot`` found nothing waiting or running in this queue."""
+        if self.due_over_time[slot] is None:
+            self.due_over_time[slot] = 0
+            self.running_over_time[slot] = 0
 
     @property
     def completed(self) -> int:
@@ -125,6 +138,52 @@ class Overview:
             queue.rates(),
         )
 
+    def _sampled(self) -> str:
+        every = f"{queue_samples.SAMPLE_EVERY:.0f} s"
+        return f"sampled every {every}, the most {charts_unit(self.bucket_s)}"
+
+    def depth_chart(self, index: int, queue: QueueActivity) -> Markup:
+        seen = [v for v in queue.due_over_time if v is not None]
+        said = (
+            f"at most {max(seen)} jobs due at once, {queue.available} now"
+            if seen
+            else "no sample taken in this window yet"
+        )
+        return charts.bars(
+            f"dp-{index}",
+            f"Jobs due in queue {queue.queue}, last {self.window}",
+            f"{said} ({self._sampled()}).",
+            [v or 0 for v in queue.due_over_time],
+        )
+
+    def running_chart(self, index: int, queue: QueueActivity) -> Markup:
+        seen = [v for v in queue.running_over_time if v is not None]
+        said = (
+            f"at most {max(seen)} jobs running at once, {queue.running} now"
+            if seen
+            else "no sample taken in this window yet"
+        )
+        return charts.bars(
+            f"rn-{index}",
+            f"Jobs running in queue {queue.queue}, last {self.window}",
+            f"{said} ({self._sampled()}).",
+            [v or 0 for v in queue.running_over_time],
+        )
+
+    def age_chart(self, index: int, queue: QueueActivity) -> Markup:
+        seen = [v for v in queue.oldest_over_time if v is not None]
+        said = (
+            f"the oldest due job waited at most {render_duration(max(seen))}"
+            if seen
+            else "no job waited past its due time in the samples"
+        )
+        return charts.line(
+            f"ag-{index}",
+            f"Oldest due job's age in queue {queue.queue}, last {self.window}",
+            f"{said} ({self._sampled()}); a gap is a time nothing was due.",
+            queue.oldest_over_time,
+        )
+
 
 def charts_unit(bucket_s: int) -> str:
     return "per minute" if bucket_s == 60 else f"per {bucket_s // 60} minutes"
@@ -150,6 +209,23 @@ async def overview(caller: Caller, window: str) -> Overview:
         activity.succeeded[slot] += row["succeeded"]
         activity.dead[slot] += row["dead"]
         activity.failed[slot] += row["failed"]
+    sampled: set[int] = set()
+    for row in await _rows(caller, "console_queue_history", params):
+        slot = min(max(row["slot"], 0), slots - 1)
+        sampled.add(slot)
+        if row["queue"] is None:  # a sample with every queue idle
+            continue
+        activity = queues.setdefault(row["queue"], QueueActivity(row["queue"], slots))
+        activity.due_over_time[slot] = max(activity.due_over_time[slot] or 0, row["available"])
+        activity.running_over_time[slot] = max(
+            activity.running_over_time[slot] or 0, row["running"]
+        )
+        if row["oldest_waiting_s"] is not None:
+            oldest = activity.oldest_over_time[slot] or 0.0
+            activity.oldest_over_time[slot] = max(oldest, row["oldest_waiting_s"])
+    for activity in queues.values():  # sampled, and not in the sample: it held nothing
+        for slot in sampled:
+            activity.idle_at(slot)
     totals = (await _rows(caller, "console_totals", {"window_s": window_s}))[0]
     states: dict[str, int] = {state.value: 0 for state in JOB_STATES}
     states.update(await caller.state.client.state_counts())

@@ -5,6 +5,8 @@ The duties:
 * ``cleanup:<app>``: compensation of dead letters (:mod:`herald.ops.cleanup`) for the
   kinds of this application (one duty per set of kinds: workers of another application
   clean up their own kinds);
+* ``queue-samples``: what each queue holds, every half minute, for the console's charts
+  over time (:mod:`herald.ops.queue_samples`);
 * the application's own duties (:meth:`herald.Herald.duty`), such as the catalog sweeping
   the partial files killed writers left behind.
 
@@ -43,6 +45,7 @@ from psycopg_pool import AsyncConnectionPool
 from herald import sql
 from herald.config import Settings
 from herald.db import AsyncConn, conninfo, database_url, make_pool
+from herald.ops import queue_samples
 from herald.ops.cleanup import CleanupRunner
 from herald.periodic import pause
 from herald.registry import Herald
@@ -106,6 +109,7 @@ class Housekeeper:
         self._own_pool = False
         self.duties = [
             _Duty(cleanup_duty_name(app), cleanup_interval, self._cleanup_pass),
+            _Duty(queue_samples.DUTY, queue_samples.SAMPLE_EVERY, self._sample_queues),
             *(_Duty(d.name, d.every, functools.partial(_call, d.run)) for d in app.duties()),
         ]
 
@@ -124,6 +128,9 @@ class Housekeeper:
     async def close(self) -> None:
         if self._own_pool:
             await self.pool.close()
+
+    async def _sample_queues(self) -> None:
+        await queue_samples.sample_queues(self.pool)
 
     async def _cleanup_pass(self) -> None:
         while await self.cleanup.run_once() >= self.cleanup.batch:

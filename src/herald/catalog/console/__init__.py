@@ -14,19 +14,15 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from herald.catalog.console.actions import ACTIONS
+from herald.catalog.console.actions import dataset_id as dataset_id_of
 from herald.catalog.datasets import Dataset, VersionRecord, get_dataset, get_version, list_datasets
 from herald.catalog.datasets import list_versions as versions_of
 from herald.console import Caller, ConsoleExtension, Missing, NavEntry, Signed, render
+from herald.console.data import audit_entries
 from herald.console.web import identifier
 
 router = APIRouter()
-_SEGMENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-def _dataset_id(value: str) -> str:
-    if not 0 < len(value) <= 128 or not set(value) <= _SEGMENT_CHARS or ".." in value:
-        raise Missing(f"no dataset {value[:130]!r} is registered")
-    return value
 
 
 async def datasets(caller: Caller) -> list[Dataset]:
@@ -58,16 +54,23 @@ async def dataset_list(request: Request, caller: Signed) -> Response:
 
 @router.get("/datasets/{dataset_id}")
 async def dataset_page(dataset_id: str, request: Request, caller: Signed) -> Response:
-    found, records = await dataset(caller, _dataset_id(dataset_id))
+    found, records = await dataset(caller, dataset_id_of(dataset_id))
+    history = await audit_entries(caller, target_type="dataset", target_id=found.id, limit=20)
     return await render(
-        request, "catalog/dataset.html", caller, dataset=found, info=found.info, versions=records
+        request,
+        "catalog/dataset.html",
+        caller,
+        dataset=found,
+        info=found.info,
+        versions=records,
+        history=history,
     )
 
 
 @router.get("/datasets/{dataset_id}/versions/{number}")
 async def version_page(dataset_id: str, number: str, request: Request, caller: Signed) -> Response:
     found, record = await version(
-        caller, _dataset_id(dataset_id), identifier(number, "version number")
+        caller, dataset_id_of(dataset_id), identifier(number, "version number")
     )
     job = await caller.state.client.get_job(record.job_id) if record.job_id else None
     return await render(
@@ -80,4 +83,5 @@ extension = ConsoleExtension(
     router=router,
     templates=resources.files("herald.catalog") / "console_templates",
     nav=(NavEntry("Datasets", "/datasets", order=50),),
+    actions=ACTIONS,
 )

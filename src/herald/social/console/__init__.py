@@ -1,0 +1,103 @@
+"""Social publishing in the operator console: linked accounts (never their credentials)
+and their posts, one post in full, and disconnecting an account.
+
+The console does not import this package: the ``herald.console`` entry point of Herald's
+distribution names :data:`extension`.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from herald import sql
+from herald.console import Caller, ConsoleExtension, Missing, NavEntry, Signed, render
+from herald.console.data import audit_entries
+from herald.console.web import choice, identifier, number, query
+from herald.db import Row
+from herald.social.accounts import list_accounts, public_account
+from herald.social.console.actions import ACTIONS
+
+router = APIRouter()
+POST_STATES = ("queued", "publishing", "published", "failed")
+
+
+async def posts(caller: Caller, **filters: Any) -> list[Row]:
+    params = {"account_id": None, "state": None, "before_id": None, "limit": 50, **filters}
+    async with caller.state.client.pool.connection() as conn:
+        cur = await conn.execute(sql.query("social_post_list"), params)
+        return await cur.fetchall()
+
+
+async def accounts(caller: Caller) -> list[dict[str, Any]]:
+    async with caller.state.client.pool.connection() as conn:
+        return [public_account(row) for row in await list_accounts(conn, include_revoked=True)]
+
+
+@router.get("/social")
+async def social(request: Request, caller: Signed) -> Response:
+    params = request.query_params
+    shown = {
+        "account_id": number(params, "account"),
+        "state": choice(params, "state", POST_STATES),
+    }
+    found = await posts(caller, **shown, before_id=number(params, "before_id"))
+    older = (
+        query(account=shown["account_id"], state=shown["state"], before_id=found[-1]["id"])
+        if len(found) == 50
+        else None
+    )
+    return await render(
+        request,
+        "social/social.html",
+        caller,
+        accounts=await accounts(caller),
+        posts=found,
+        shown=shown,
+        states=POST_STATES,
+        older=older,
+    )
+
+
+@router.get("/social/posts/{post_id}")
+async def post(post_id: str, request: Request, caller: Signed) -> Response:
+    chosen = identifier(post_id, "post id")
+    async with caller.state.client.pool.connection() as conn:
+        cur = await conn.execute(sql.query("social_post_get"), {"id": chosen, "job_id": None})
+        found = await cur.fetchone()
+    if found is None:
+        raise Missing(f"social post {post_id} does not exist")
+    job = await caller.state.client.get_job(found["job_id"]) if found["job_id"] else None
+    return await render(request, "social/post.html", caller, post=found, job=job)
+
+
+@router.get("/social/accounts/{account_id}")
+async def account(account_id: str, request: Request, caller: Signed) -> Response:
+    chosen = identifier(account_id, "account id")
+    found = [a for a in await accounts(caller) if a["id"] == chosen]
+    if not found:
+        raise Missing(f"social account {account_id} does not exist")
+    history = await audit_entries(
+        caller, target_type="social_account", target_id=str(chosen), limit=20
+    )
+    return await render(
+        request,
+        "social/account.html",
+        caller,
+        account=found[0],
+        posts=await posts(caller, account_id=chosen, limit=20),
+        history=history,
+    )
+
+
+extension = ConsoleExtension(
+    name="social",
+    router=router,
+    templates=resources.files("herald.social") / "console_templates",
+    nav=(NavEntry("Social", "/social", order=70),),
+    actions=ACTIONS,
+)
