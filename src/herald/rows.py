@@ -46,6 +46,7 @@ class Job:
     errors: list[dict[str, Any]]
     snoozes: int
     rescues: int
+    strikes: int  # lease expiries not charged as attempts (poison isolation)
     replay_of: int | None
     created_at: dt.datetime
     attempted_at: dt.datetime | None
