@@ -201,9 +201,14 @@ async def measure(
                         figures["drain"] = span["n"] / span["drain_s"]
                         # Steady state: the backlog is gone, new posts meet running workers.
                         await execute(settings, "TRUNCATE social_posts, social_post_keys CASCADE")
-                        figures["submitted"] = await submit(
-                            http, headers, accounts, posts, clients, "steady"
-                        )
+                        # A new client: the server closed the idle keep-alive
+                        # connections during the drain.
+                        async with httpx.AsyncClient(
+                            base_url=f"http://127.0.0.1:{port}", timeout=120.0, limits=limits
+                        ) as fresh:
+                            figures["submitted"] = await submit(
+                                fresh, headers, accounts, posts, clients, "steady"
+                            )
                         await wait_published(settings, 600)
                         span = (await query(settings, _SPAN))[0]
                         figures["steady"] = span["n"] / span["total_s"]

@@ -473,6 +473,24 @@ async def test_the_catalog_adds_its_pages_through_the_registry(console: Console)
         assert (await http.get("/ui/datasets/air/versions/1")).status_code == 404
 
 
+async def test_ingestion_adds_its_page_through_the_registry(console: Console) -> None:
+    from tests.ingest.harness import add_provider, open_conn, stage_snapshot
+
+    admin = await console.key("admin", ["admin"])
+    async with await open_conn(console.settings) as conn:
+        await add_provider(conn, "acme", "http://127.0.0.1:9/feeds/acme")
+        from herald.ingest.sandbox import SnapshotSpec
+
+        run_id = await stage_snapshot(conn, "acme", SnapshotSpec(plans=20), 1)
+    async with console.browser() as http:
+        await sign_in(http, admin)
+        assert 'href="/ui/ingest"' in (await http.get("/ui/")).text
+        page = await http.get("/ui/ingest")
+        assert page.status_code == 200 and "http://127.0.0.1:9/feeds/acme" in page.text
+        assert f'aria-label="Run {run_id}">{run_id}</a></td>' in page.text
+        assert "staged" in page.text
+
+
 # --- the registry -------------------------------------------------------------------------
 
 

@@ -64,9 +64,10 @@ ADAPTER_MODULES = {
     "herald.demo",
     "herald.metrics",
 }
-# An application's own plug for an adapter (its console pages, its CLI commands, its demo
-# that serves the API) lives in its package but belongs to the adapters' layer.
-ADAPTER_PLUGS = {"console", "cli", "demo"}
+# An application's own plug for an adapter (its console pages, its CLI commands, its HTTP
+# routes, its demo that serves the API) lives in its package but belongs to the adapters'
+# layer.
+ADAPTER_PLUGS = {"console", "cli", "demo", "api"}
 
 
 def _module_name(path: Path) -> str:

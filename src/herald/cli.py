@@ -18,6 +18,7 @@ from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
 from herald.errors import HeraldError
+from herald.generations import cli as generations_cli
 from herald.ingest import cli as ingest_cli
 from herald.migrate import MigrationError, migrate
 from herald.registry import Herald
@@ -173,10 +174,18 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="publish a sample dataset to the catalog, end to end, on the embedded database"
     )
     demo.add_argument("--records", type=int, default=300_000, help="generated records")
+    demo.add_argument(
+        "scenario",
+        nargs="?",
+        choices=["catalog", "late-partition"],
+        default="catalog",
+        help="catalog: publish a sample dataset; late-partition: the generations trace",
+    )
     up.add_commands(sub)  # apikey, serve, up
     catalog_cli.add_commands(sub)  # dataset register|list|publish|versions
     ingest_cli.add_commands(sub)  # ingest providers|fetch|runs|run|quarantine
     social_cli.add_commands(sub)  # social accounts|link|post|disconnect|keygen|sandbox|demo
+    generations_cli.add_commands(sub)  # generations partition|act|run|feed|...
     _finish(sub)
     return parser
 
@@ -385,6 +394,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "migrate":
             return loop.run(_migrate(settings, args.only), settings.event_loop)
+        if args.command == "demo" and args.scenario == "late-partition":
+            from herald.generations.late_partition import run_demo as late_partition
+
+            return loop.run(late_partition(settings), settings.event_loop)
         if args.command == "demo":
             from herald.demo import run_demo
 
@@ -398,6 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ingest_cli.main(app, settings, args)
         if args.command == social_cli.COMMAND:
             return social_cli.main(app, settings, args)
+        if args.command == generations_cli.COMMAND:
+            return generations_cli.main(app, settings, args)
         if args.command == "worker":
             return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":

@@ -32,6 +32,7 @@ from herald.errors import (
 )
 from herald.payloads import MAX_DEPTH, too_deep
 from herald.registry import Herald, Kind
+from herald.rows import Job, fetch_one
 
 _EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
@@ -107,66 +108,20 @@ class Client:
     # --- admission -------------------------------------------------------------------
 
     def _prepare(self, spec: JobSpec) -> _Prepared:
+        """Check a job against its kind and the limits; the insert's parameters."""
         kind = self.app.kind(spec.kind)
-        if not isinstance(spec.payload, dict):
-            raise InvalidPayload(
-                f"payload must be a JSON object, got {type(spec.payload).__name__}"
-            )
-        if too_deep(spec.payload):
-            raise InvalidPayload(f"payload nests deeper than {MAX_DEPTH} levels")
-        try:
-            payload_json = _PAYLOAD_JSON.encode(spec.payload)
-        except (TypeError, ValueError) as exc:
-            raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
-        if "\\u0000" in payload_json and _ESCAPED_NUL.search(payload_json):
-            raise InvalidPayload(
-                "payload contains a NUL character, which JSON in PostgreSQL cannot hold"
-            )
-        try:
-            # ASCII text (the usual case) is its own UTF-8: no need to encode it.
-            size = len(payload_json) if payload_json.isascii() else len(payload_json.encode())
-        except UnicodeEncodeError:
-            raise InvalidPayload(
-                "payload contains a lone surrogate, which is not valid Unicode text"
-            ) from None
-        if size > self.settings.payload_limit:
-            raise PayloadTooLarge(size, self.settings.payload_limit)
-        key = spec.key
-        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 1000):
-            raise AdmissionError("key must be a non-empty string of at most 1000 characters")
-        if key is not None and "\x00" in key:
-            raise AdmissionError("key contains a NUL character, which PostgreSQL text cannot hold")
-        ikey = spec.idempotency_key
-        if ikey is not None and (not isinstance(ikey, str) or not 0 < len(ikey) <= 255):
-            raise AdmissionError(
-                "idempotency key must be a non-empty string of at most 255 characters"
-            )
-        if ikey is not None and "\x00" in ikey:
-            raise AdmissionError(
-                "idempotency key contains a NUL character, which PostgreSQL text cannot hold"
-            )
-        priority = kind.priority if spec.priority is None else spec.priority
-        if (
-            not isinstance(priority, int)
-            or isinstance(priority, bool)
-            or not -32768 <= priority <= 32767
-        ):
-            raise AdmissionError("priority must be an integer between -32768 and 32767")
-        attempts = kind.max_attempts if spec.max_attempts is None else spec.max_attempts
-        if not isinstance(attempts, int) or not 1 <= attempts <= 1000:
-            raise AdmissionError("max_attempts must be an integer between 1 and 1000")
-        if spec.run_at is not None and (
-            not isinstance(spec.run_at, datetime) or spec.run_at.tzinfo is None
-        ):
-            raise AdmissionError("run_at must be a timezone-aware datetime")
-        if spec.run_at is not None and not _EARLIEST_RUN_AT <= spec.run_at <= _LATEST_RUN_AT:
-            raise AdmissionError("run_at must lie between 1970 and 9999 (UTC)")
+        payload_json = _encode_payload(spec.payload, self.settings.payload_limit)
+        key = _checked_text("key", spec.key, 1000)
+        ikey = _checked_text("idempotency key", spec.idempotency_key, 255)
+        priority = _checked_priority(kind.priority if spec.priority is None else spec.priority)
+        attempts = _checked_attempts(
+            kind.max_attempts if spec.max_attempts is None else spec.max_attempts
+        )
+        _check_run_at(spec.run_at)
         for name, text in (("key", key), ("idempotency key", ikey), ("queue", spec.queue)):
             if text is not None and not _encodable(text):
                 raise AdmissionError(f"{name} contains a lone surrogate, not valid Unicode text")
-        queue = spec.queue or kind.queue
-        if not isinstance(queue, str) or len(queue) > 200 or "\x00" in queue:
-            raise AdmissionError("queue name must be a string of at most 200 characters, no NUL")
+        queue = _checked_queue(spec.queue or kind.queue)
         params = {
             "kind": kind.name,
             "queue": queue,
@@ -327,6 +282,11 @@ class Client:
         rows = await self._fetch("get_job", {"id": job_id})
         return rows[0] if rows else None
 
+    async def job(self, job_id: int) -> Job | None:
+        """The job's row, typed (:class:`herald.rows.Job`); None when there is none."""
+        async with self.pool.connection() as conn:
+            return await fetch_one(conn, "get_job", {"id": job_id}, Job)
+
     async def list_jobs(
         self,
         *,
@@ -454,3 +414,71 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _encode_payload(payload: object, limit: int) -> str:
+    """The payload as JSON text PostgreSQL can hold, within ``limit`` bytes."""
+    if not isinstance(payload, dict):
+        raise InvalidPayload(f"payload must be a JSON object, got {type(payload).__name__}")
+    if too_deep(payload):
+        raise InvalidPayload(f"payload nests deeper than {MAX_DEPTH} levels")
+    try:
+        payload_json = _PAYLOAD_JSON.encode(payload)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in payload_json and _ESCAPED_NUL.search(payload_json):
+        raise InvalidPayload(
+            "payload contains a NUL character, which JSON in PostgreSQL cannot hold"
+        )
+    try:
+        # ASCII text (the usual case) is its own UTF-8: no need to encode it.
+        size = len(payload_json) if payload_json.isascii() else len(payload_json.encode())
+    except UnicodeEncodeError:
+        raise InvalidPayload(
+            "payload contains a lone surrogate, which is not valid Unicode text"
+        ) from None
+    if size > limit:
+        raise PayloadTooLarge(size, limit)
+    return payload_json
+
+
+def _checked_text(name: str, value: object, longest: int) -> str | None:
+    """An optional key: a non-empty string of at most ``longest`` characters, no NUL."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= longest:
+        raise AdmissionError(f"{name} must be a non-empty string of at most {longest} characters")
+    if "\x00" in value:
+        raise AdmissionError(f"{name} contains a NUL character, which PostgreSQL text cannot hold")
+    return value
+
+
+def _checked_priority(priority: object) -> int:
+    if (
+        not isinstance(priority, int)
+        or isinstance(priority, bool)
+        or not -32768 <= priority <= 32767
+    ):
+        raise AdmissionError("priority must be an integer between -32768 and 32767")
+    return priority
+
+
+def _checked_attempts(attempts: object) -> int:
+    if not isinstance(attempts, int) or not 1 <= attempts <= 1000:
+        raise AdmissionError("max_attempts must be an integer between 1 and 1000")
+    return attempts
+
+
+def _check_run_at(run_at: object) -> None:
+    if run_at is None:
+        return
+    if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+        raise AdmissionError("run_at must be a timezone-aware datetime")
+    if not _EARLIEST_RUN_AT <= run_at <= _LATEST_RUN_AT:
+        raise AdmissionError("run_at must lie between 1970 and 9999 (UTC)")
+
+
+def _checked_queue(queue: object) -> str:
+    if not isinstance(queue, str) or len(queue) > 200 or "\x00" in queue:
+        raise AdmissionError("queue name must be a string of at most 200 characters, no NUL")
+    return queue

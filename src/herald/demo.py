@@ -48,8 +48,9 @@ from herald.ingest.jobs import register_ingest
 from herald.migrate import migrate
 from herald.ops.housekeeping import Housekeeper
 from herald.registry import Herald
+from herald.rows import Job
 from herald.social.pipeline import register_social
-from herald.states import ACTIVE_JOB_STATES, JobState
+from herald.states import JobState
 from herald.worker import Worker
 
 DEFAULT_RECORDS = 300_000
@@ -163,13 +164,13 @@ class ProgressBars:
             self.step = None
 
 
-async def _wait_for(client: Client, job_id: int) -> dict[str, Any]:
+async def _wait_for(client: Client, job_id: int) -> Job:
     deadline = time.monotonic() + _TIMEOUT
     while True:
-        job = await client.get_job(job_id)
+        job = await client.job(job_id)
         if job is None:
             raise RuntimeError(f"job {job_id} disappeared")
-        if job["state"] not in ACTIVE_JOB_STATES or time.monotonic() > deadline:
+        if not job.active or time.monotonic() > deadline:
             return job
         await asyncio.sleep(0.1)
 
@@ -232,7 +233,7 @@ async def run_demo(settings: Settings, records: int = DEFAULT_RECORDS) -> int:
         close_embedded_store(settings)
 
 
-async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int) -> dict[str, Any]:
+async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int) -> Job:
     """Run a worker and the housekeeping duties here until the job is finished."""
     worker = Worker(app, settings=settings, concurrency=4, name="herald-demo")
     keeper = await Housekeeper.open(app, settings, cleanup_interval=1.0)
@@ -240,7 +241,7 @@ async def _run_jobs(app: Herald, settings: Settings, client: Client, job_id: int
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(keeper.run(stop))]
     try:
         job = await _wait_for(client, job_id)
-        if job["state"] == JobState.DEAD:  # undo the failed attempt now
+        if job.state == JobState.DEAD:  # undo the failed attempt now
             await keeper.cleanup.run_once()
         return job
     finally:
@@ -255,16 +256,16 @@ def _summary(
     catalog: CatalogSettings,
     store: TripleStore,
     graphs: list[str],
-    job: dict[str, Any],
+    job: Job,
     record: VersionRecord,
 ) -> int:
     _show_version(record)
     if record.state != VersionState.PUBLISHED:
-        print(f"\nPublication job {job['id']} ended {job['state']}.")
+        print(f"\nPublication job {job.id} ended {job.state}.")
         if record.error:
             print(record.error)
-        elif job["errors"]:
-            print(job["errors"][-1]["message"])
+        elif job.errors:
+            print(job.errors[-1]["message"])
         return 1
     validation = record.validation or {}
     findings = validation.get("findings", [])

@@ -134,9 +134,9 @@ async def world(
     port = free_port()
     api_log = (log_dir / "api.log").open("wb")
     api = _spawn_api(port, workers.env, api_log)
-    async with await open_connection(settings) as conn:
-        token = (await create_key(conn, "prover", ["admin"])).token
     try:
+        async with await open_connection(settings) as conn:
+            token = (await create_key(conn, "prover", ["admin"])).token
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as http:
             deadline = time.monotonic() + 60
             while True:

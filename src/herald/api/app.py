@@ -30,6 +30,7 @@ from herald.catalog.metadata import PREFIXES
 from herald.catalog.sparql.runner import QueryRunner, SparqlLimits
 from herald.client import Client
 from herald.config import Settings
+from herald.generations import api as generations_api
 from herald.metrics import HeraldMetrics
 from herald.ops.errors import AuditInfoMissing, Conflict, NotFound
 from herald.registry import Herald
@@ -141,6 +142,7 @@ def create_app(
     app.include_router(schedules.router)
     app.include_router(catalog.router)
     app.include_router(ingest.router)
+    app.include_router(generations_api.router)
     app.include_router(health.router)
     app.include_router(social.router)
     app.include_router(health.metrics_router)

@@ -107,61 +107,8 @@ def parse_dataset(data: Any, base_dir: Path | None = None) -> tuple[Dataset, dic
     unknown = set(data) - _FIELDS
     if unknown:
         raise MetadataError(f"unknown dataset field(s): {', '.join(sorted(unknown))}")
-    publisher = _object(data, "publisher", ("name", "uri"))
-    licence = data.get("license")
-    if isinstance(licence, str):
-        licence = {"uri": licence}
-    contact = data.get("contact_point")
-    spatial = data.get("spatial")
-    temporal = data.get("temporal")
-    info = DatasetInfo(
-        id=_text(data, "id"),
-        title=_text(data, "title"),
-        description=_text(data, "description", ""),
-        publisher=Agent(
-            publisher["name"],
-            publisher["uri"],
-            _concept(publisher["type"], "publisher type") if "type" in publisher else None,
-        ),
-        license=(
-            License(
-                _text(licence, "uri"),
-                _concept(licence["type"], "licence type") if "type" in licence else None,
-            )
-            if isinstance(licence, dict)
-            else None
-        ),
-        keywords=_texts(data, "keywords"),
-        themes=tuple(_concept(t, "a theme") for t in data.get("themes", [])),
-        contact_point=(
-            ContactPoint(_text(contact, "name"), contact.get("email"), contact.get("url"))
-            if isinstance(contact, dict)
-            else None
-        ),
-        languages=tuple(
-            code if ":" in code else language(code) for code in _texts(data, "languages")
-        ),
-        spatial=(
-            Location(_text(spatial, "uri"), spatial.get("bbox"), spatial.get("centroid"))
-            if isinstance(spatial, dict)
-            else None
-        ),
-        temporal=(
-            Period(
-                _date(temporal.get("start"), "temporal start"),
-                _date(temporal["end"], "temporal end") if temporal.get("end") else None,
-            )
-            if isinstance(temporal, dict)
-            else None
-        ),
-        landing_page=data.get("landing_page"),
-    )
-    if licence is not None and not isinstance(licence, dict):
-        raise MetadataError("'license' must be a URI or an object with 'uri'")
-    source = dict(_object(data, "source", ("type",)))
-    path = source.get("path")
-    if base_dir is not None and isinstance(path, str) and not Path(path).is_absolute():
-        source["path"] = str((base_dir / path).resolve())
+    info = _info(data)
+    source = _source(data, base_dir)
     tier = _text(data, "tier", "basic")
     if tier not in ("basic", "high"):
         raise MetadataError(f"'tier' must be basic or high, got {tier!r}")
@@ -169,6 +116,73 @@ def parse_dataset(data: Any, base_dir: Path | None = None) -> tuple[Dataset, dic
     if recurrence is not None and not isinstance(recurrence, dict):
         raise MetadataError("'recurrence' must be an object")
     return Dataset(info, source, tier="high" if tier == "high" else "basic"), recurrence
+
+
+def _info(data: dict[str, Any]) -> DatasetInfo:
+    """The DCAT-AP description, checked field by field in the order they are listed."""
+    publisher = _object(data, "publisher", ("name", "uri"))
+    licence = data.get("license")
+    if isinstance(licence, str):
+        licence = {"uri": licence}
+    info = DatasetInfo(
+        id=_text(data, "id"),
+        title=_text(data, "title"),
+        description=_text(data, "description", ""),
+        publisher=_agent(publisher),
+        license=_licence(licence) if isinstance(licence, dict) else None,
+        keywords=_texts(data, "keywords"),
+        themes=tuple(_concept(t, "a theme") for t in data.get("themes", [])),
+        contact_point=_contact(data.get("contact_point")),
+        languages=tuple(
+            code if ":" in code else language(code) for code in _texts(data, "languages")
+        ),
+        spatial=_location(data.get("spatial")),
+        temporal=_period(data.get("temporal")),
+        landing_page=data.get("landing_page"),
+    )
+    if licence is not None and not isinstance(licence, dict):
+        raise MetadataError("'license' must be a URI or an object with 'uri'")
+    return info
+
+
+def _agent(publisher: dict[str, Any]) -> Agent:
+    kind = _concept(publisher["type"], "publisher type") if "type" in publisher else None
+    return Agent(publisher["name"], publisher["uri"], kind)
+
+
+def _licence(licence: dict[str, Any]) -> License:
+    kind = _concept(licence["type"], "licence type") if "type" in licence else None
+    return License(_text(licence, "uri"), kind)
+
+
+def _contact(contact: Any) -> ContactPoint | None:
+    if not isinstance(contact, dict):
+        return None
+    return ContactPoint(_text(contact, "name"), contact.get("email"), contact.get("url"))
+
+
+def _location(spatial: Any) -> Location | None:
+    if not isinstance(spatial, dict):
+        return None
+    return Location(_text(spatial, "uri"), spatial.get("bbox"), spatial.get("centroid"))
+
+
+def _period(temporal: Any) -> Period | None:
+    if not isinstance(temporal, dict):
+        return None
+    return Period(
+        _date(temporal.get("start"), "temporal start"),
+        _date(temporal["end"], "temporal end") if temporal.get("end") else None,
+    )
+
+
+def _source(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """The source spec; a relative file path is taken relative to ``base_dir``."""
+    source = dict(_object(data, "source", ("type",)))
+    path = source.get("path")
+    if base_dir is not None and isinstance(path, str) and not Path(path).is_absolute():
+        source["path"] = str((base_dir / path).resolve())
+    return source
 
 
 def _concept_out(concept: Concept | None) -> dict[str, str] | None:

@@ -188,8 +188,6 @@ async def fetch_snapshot(
     shown = redact(url)
     if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
         raise ValueError(f"{shown}: a snapshot URL is http:// or https:// with a host")
-    started = time.monotonic()
-    deadline = started + policy.deadline
     headers = {"Accept": "application/xml, text/xml;q=0.9, */*;q=0.1"}
     if auth is not None:
         headers[auth.name] = auth.value.reveal()
@@ -200,6 +198,10 @@ async def fetch_snapshot(
     )
     own = client is None
     http = client or httpx.AsyncClient()
+    # The deadline starts once the client exists: building one (its TLS context) is
+    # local work that a loaded machine can make slow, not time spent on the provider.
+    started = time.monotonic()
+    deadline = started + policy.deadline
     attempt = 0
     try:
         while True:

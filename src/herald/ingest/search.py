@@ -30,10 +30,12 @@ from typing import Any
 import psycopg
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
 from herald.config import ConfigError
-from herald.db import AsyncConn, Row, connect, make_pool
+from herald.db import AsyncConn, Row, connect
 from herald.ingest.errors import IngestError
 
 log = logging.getLogger(__name__)
@@ -253,13 +255,28 @@ class SearchService:
         self.bulkhead = Bulkhead(settings.max_concurrent)
         self.cache = PageCache(settings.cache_entries, settings.cache_ttl)
         self.metrics = SearchMetrics(registry)
-        self.pool = make_pool(timed, settings.max_concurrent, name="herald-search")
+        # No connection is held until a search needs one (min_size 0), and the cache's
+        # listener starts with the first search: an API that never searches costs
+        # the database nothing.
+        self.pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
+            timed,
+            min_size=0,
+            max_size=settings.max_concurrent,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            connection_class=psycopg.AsyncConnection[Row],
+            open=False,
+            name="herald-search",
+            timeout=settings.acquire_timeout,
+        )
         self._listener: asyncio.Task[None] | None = None
         self._info = info
 
     async def open(self) -> None:
         await self.pool.open(wait=False)
-        self._listener = asyncio.create_task(self._listen())
+
+    def _start_listening(self) -> None:
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen())
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -307,6 +324,7 @@ class SearchService:
     ) -> dict[str, Any]:
         """One page: ``{"items": [...], "next_cursor": str | None}``."""
         started = time.perf_counter()
+        self._start_listening()
         size = self.limit_of(limit)
         after = decode_cursor(window, cursor) if cursor else None
         if after is None:

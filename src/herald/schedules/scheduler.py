@@ -25,7 +25,7 @@ from herald.errors import HeraldError
 from herald.periodic import run_periodically, stop_on_signals
 from herald.registry import Herald
 from herald.schedules.recurrence import Misfire, Plan, RecurrenceError, next_after, plan
-from herald.schedules.store import ScheduleError, spec_of
+from herald.schedules.store import ScheduleError, ScheduleSpec, spec_of
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,68 @@ def _check_options(interval: float, batch: int, fire_retention: float) -> None:
         raise ScheduleError(f"scheduler batch must be an integer from 1 to 10000, got {batch}")
     if not fire_retention > 0:
         raise ScheduleError("fire retention must be a positive number of seconds")
+
+
+def _plan_of(spec: ScheduleSpec, row: Row) -> Plan:
+    """What a due schedule fires now, and when it is due next."""
+    return plan(
+        spec.recurrence,
+        row["next_due_at"],
+        row["now"],
+        misfire=Misfire(spec.misfire),
+        grace=spec.misfire_grace,
+        max_fires=spec.max_catchup,
+    )
+
+
+async def _claim_slots(cur: Any, wanted: list[tuple[int, datetime, int]]) -> list[Row]:
+    """Claim the wanted (schedule, slot) fires; those another tick took are left out."""
+    if not wanted:
+        return []
+    await cur.execute(
+        sql.query("schedule_fire_claim"),
+        {
+            "schedule_ids": [w[0] for w in wanted],
+            "slots": [w[1] for w in wanted],
+            "coalesced": [w[2] for w in wanted],
+        },
+    )
+    claims: list[Row] = await cur.fetchall()
+    return sorted(claims, key=lambda c: (c["schedule_id"], c["slot"]))
+
+
+async def _advance(
+    cur: Any,
+    plans: dict[int, Plan],
+    fired: dict[int, list[tuple[datetime, Enqueued]]],
+    done: _Pass,
+) -> None:
+    """Move every schedule to its next due time, recording its fires in ``done``."""
+    advance: dict[str, list[Any]] = {name: [] for name in _ADVANCE_COLUMNS}
+    for sid, decided in plans.items():
+        mine = fired.get(sid, [])
+        last_slot, last_job = mine[-1] if mine else (None, None)
+        coalesced = decided.coalesced if mine else 0
+        for name, value in zip(
+            _ADVANCE_COLUMNS,
+            (
+                sid,
+                decided.next_due,
+                last_slot,
+                last_job.id if last_job else None,
+                last_job.outcome.value if last_job else None,
+                len(mine),
+                coalesced,
+                decided.skipped,
+            ),
+            strict=True,
+        ):
+            advance[name].append(value)
+        done.fired += len(mine)
+        done.in_progress += sum(job.outcome is Outcome.IN_PROGRESS for _, job in mine)
+        done.coalesced += coalesced
+        done.skipped += decided.skipped
+    await cur.execute(sql.query("schedule_advance"), advance)
 
 
 class Scheduler:
@@ -181,37 +243,25 @@ class Scheduler:
 
     async def _fire(self, conn: AsyncConn, rows: list[Row]) -> _Pass:
         """Plan, claim slots, enqueue and advance ``rows`` (raises if any cannot fire)."""
-        plans: dict[int, Plan] = {}
-        specs = {}
-        for row in rows:
-            spec = specs[row["id"]] = spec_of(row)
-            plans[row["id"]] = plan(
-                spec.recurrence,
-                row["next_due_at"],
-                row["now"],
-                misfire=Misfire(spec.misfire),
-                grace=spec.misfire_grace,
-                max_fires=spec.max_catchup,
-            )
-        wanted = [(sid, slot, p.coalesced) for sid, p in plans.items() for slot in p.fire]
+        specs = {row["id"]: spec_of(row) for row in rows}
+        plans = {row["id"]: _plan_of(specs[row["id"]], row) for row in rows}
         cur = conn.cursor(row_factory=dict_row)
-        claims: list[Row] = []
-        if wanted:
-            await cur.execute(
-                sql.query("schedule_fire_claim"),
-                {
-                    "schedule_ids": [w[0] for w in wanted],
-                    "slots": [w[1] for w in wanted],
-                    "coalesced": [w[2] for w in wanted],
-                },
-            )
-            claims = sorted(await cur.fetchall(), key=lambda c: (c["schedule_id"], c["slot"]))
+        wanted = [(sid, slot, p.coalesced) for sid, p in plans.items() for slot in p.fire]
+        claims = await _claim_slots(cur, wanted)
+        fired = await self._enqueue_claims(conn, cur, specs, claims)
+        done = _Pass(already=len(wanted) - len(claims))
+        await _advance(cur, plans, fired, done)
+        return done
+
+    async def _enqueue_claims(
+        self, conn: AsyncConn, cur: Any, specs: dict[int, ScheduleSpec], claims: list[Row]
+    ) -> dict[int, list[tuple[datetime, Enqueued]]]:
+        """Enqueue one job per claimed slot and record it; each schedule's fires, in order."""
         jobs = [
             JobSpec(spec.kind, spec.payload, spec.key, priority=spec.priority, queue=spec.queue)
             for spec in (specs[c["schedule_id"]] for c in claims)
         ]
         enqueued = await self.client.enqueue_many(jobs, conn=conn) if jobs else []
-        done = _Pass(already=len(wanted) - len(claims))
         fired: dict[int, list[tuple[datetime, Enqueued]]] = {}
         for claim, job in zip(claims, enqueued, strict=True):
             fired.setdefault(claim["schedule_id"], []).append((claim["slot"], job))
@@ -224,32 +274,7 @@ class Scheduler:
                     "outcomes": [e.outcome.value for e in enqueued],
                 },
             )
-        advance: dict[str, list[Any]] = {name: [] for name in _ADVANCE_COLUMNS}
-        for sid, decided in plans.items():
-            mine = fired.get(sid, [])
-            last_slot, last_job = mine[-1] if mine else (None, None)
-            coalesced = decided.coalesced if mine else 0
-            for name, value in zip(
-                _ADVANCE_COLUMNS,
-                (
-                    sid,
-                    decided.next_due,
-                    last_slot,
-                    last_job.id if last_job else None,
-                    last_job.outcome.value if last_job else None,
-                    len(mine),
-                    coalesced,
-                    decided.skipped,
-                ),
-                strict=True,
-            ):
-                advance[name].append(value)
-            done.fired += len(mine)
-            done.in_progress += sum(job.outcome is Outcome.IN_PROGRESS for _, job in mine)
-            done.coalesced += coalesced
-            done.skipped += decided.skipped
-        await cur.execute(sql.query("schedule_advance"), advance)
-        return done
+        return fired
 
     async def _record_failure(self, conn: AsyncConn, row: Row, exc: Exception) -> None:
         message = f"{type(exc).__name__}: {exc}"[:2000]

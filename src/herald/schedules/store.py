@@ -86,13 +86,23 @@ class ScheduleSpec:
 
     def validate(self, app: Herald | None = None) -> tuple[Recurrence, str]:
         """Check every field; returns the rule and the payload as JSON."""
+        self._check_target(app)
+        payload = _payload_json(self.payload)
+        self._check_placement()
+        self._check_misfire()
+        return self.recurrence, payload
+
+    def _check_target(self, app: Herald | None) -> None:
+        """The object the schedule enqueues: a registered kind, and a key."""
         if not isinstance(self.kind, str) or not 0 < len(self.kind) <= 200:
             raise ScheduleError("kind must be a non-empty string of at most 200 characters")
         if app is not None:
             app.kind(self.kind)  # UnknownKind names the registered ones
         if not isinstance(self.key, str) or not 0 < len(self.key) <= 1000:
             raise ScheduleError("key must be a non-empty string of at most 1000 characters")
-        payload = _payload_json(self.payload)
+
+    def _check_placement(self) -> None:
+        """The queue and priority its jobs get (None: the kind's)."""
         if self.queue is not None and (
             not isinstance(self.queue, str) or not 0 < len(self.queue) <= 200
         ):
@@ -103,6 +113,9 @@ class ScheduleSpec:
             or not -32768 <= self.priority <= 32767
         ):
             raise ScheduleError("priority must be an integer between -32768 and 32767")
+
+    def _check_misfire(self) -> None:
+        """What a late pass does: the policy, its grace and the catch-up bound."""
         try:
             Misfire(self.misfire)
         except ValueError:
@@ -114,7 +127,6 @@ class ScheduleSpec:
         catchup = self.max_catchup
         if not isinstance(catchup, int) or isinstance(catchup, bool) or not 1 <= catchup <= 1000:
             raise ScheduleError("max_catchup must be an integer from 1 to 1000")
-        return self.recurrence, payload
 
     def params(self, payload_json: str, next_due_at: datetime) -> dict[str, Any]:
         return {

@@ -59,6 +59,7 @@ def _located() -> dict[str, tuple[str, str]]:
     return found
 
 
+@cache
 def _all_queries() -> dict[str, str]:
     return {name: body for name, (_, body) in _located().items()}
 

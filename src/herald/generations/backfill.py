@@ -1,0 +1,135 @@
+"""Backfills as declared work: source range, definition version, partitions, policy and
+expected cost stated up front, in a queue of their own, throttled.
+
+A backfill is one run of purpose ``backfill`` whose tasks are ``generations.backfill``
+jobs on the ``generations.backfill`` queue. Each task takes a slot of the backfill's
+concurrency share and a token of its write rate before it builds (a snooze, not an
+attempt, when none is free), so a backfill never holds more than its share of workers
+nor writes faster than declared. Workers serving live queues keep their capacity:
+deploy backfill workers with ``--queues generations.backfill`` and a small
+``--concurrency`` (the reserved slice for live work is what they do not take).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from herald.context import JobContext
+from herald.db import AsyncConn, Row
+from herald.generations.errors import NotFound, PlanError
+from herald.generations.records import one, plan_run, rows
+from herald.ops import audit, limits
+
+if TYPE_CHECKING:
+    from herald.generations.shared import Generations
+
+
+async def declare(
+    gen: Generations,
+    conn: AsyncConn,
+    *,
+    dataset_name: str,
+    source_from: datetime,
+    source_to: datetime,
+    definition_version: str,
+    partitions: Sequence[str],
+    policy: str,
+    expected_cost: dict[str, Any],
+    writes_per_second: float,
+    concurrency: int,
+    actor: str,
+    reason: str,
+    intent: str = "publish",
+) -> Row:
+    """Declare and start a backfill over the manifests received in the source range."""
+    actor, reason = audit.require(actor, reason)
+    if not expected_cost:
+        raise PlanError("a backfill states its expected cost up front")
+    async with conn.transaction():
+        manifests = await rows(
+            conn,
+            "generations_manifests_in_range",
+            {
+                "dataset": dataset_name,
+                "from": source_from,
+                "to": source_to,
+                "partitions": list(partitions),
+            },
+        )
+        if not manifests:
+            raise PlanError("no retained input in the source range for those partitions")
+        row = await one(
+            conn,
+            "generations_backfill_insert",
+            {
+                "dataset": dataset_name,
+                "source_from": source_from,
+                "source_to": source_to,
+                "definition_version": definition_version,
+                "partitions": list(partitions),
+                "policy": policy,
+                "intent": intent,
+                "expected_cost": json.dumps(expected_cost),
+                "writes_per_second": writes_per_second,
+                "concurrency": concurrency,
+                "requested_by": actor,
+                "reason": reason,
+            },
+        )
+        assert row is not None
+        run = await plan_run(
+            gen,
+            conn,
+            dataset_name=dataset_name,
+            purpose="backfill",
+            definition_version=definition_version,
+            manifest_ids=[m["id"] for m in manifests],
+            partitions=partitions,
+            policy=policy,
+            intent=intent,
+            requested_by=actor,
+            reason=f"backfill {row['id']}: {reason}",
+            backfill_id=row["id"],
+        )
+        row = await one(
+            conn, "generations_backfill_set_run", {"id": row["id"], "run_id": run["id"]}
+        )
+        assert row is not None
+        await audit.record(
+            conn, actor, "generations.backfill", ("gen_backfill", row["id"]), reason, after=row
+        )
+    return row
+
+
+async def throttle(gen: Generations, ctx: JobContext, payload: dict[str, Any]) -> None:
+    """Take a concurrency slot and a write token of the task's backfill (or snooze)."""
+    async with gen.pool(ctx).connection() as conn:
+        row = await one(conn, "generations_backfill_of_run", {"run_id": int(payload["run_id"])})
+    if row is None:
+        return
+    key = f"generations.backfill:{row['id']}"
+    await limits.acquire_slot(ctx, key, int(row["concurrency"]), retry_after=0.5)
+    await limits.acquire(ctx, key, float(row["writes_per_second"]), 1.0)
+
+
+async def progress(conn: AsyncConn, backfill_id: int) -> Row:
+    """A backfill, its declaration, and per partition where its task stands."""
+    row = await one(conn, "generations_backfill_get", {"id": backfill_id})
+    if row is None:
+        raise NotFound(f"no backfill {backfill_id}")
+    parts = await rows(conn, "generations_run_partitions", {"run_id": row["run_id"]})
+    row["partitions_progress"] = [
+        {
+            "partition": p["partition"],
+            "state": p["state"],
+            "attempt": p["attempt"],
+            "detail": p["detail"],
+        }
+        for p in parts
+    ]
+    done = sum(1 for p in parts if p["state"] not in ("queued", "building"))
+    row["done"], row["total"] = done, len(parts)
+    return row

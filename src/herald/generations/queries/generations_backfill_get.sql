@@ -1,0 +1,1 @@
+SELECT * FROM gen_backfills WHERE id = %(id)s

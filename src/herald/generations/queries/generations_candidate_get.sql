@@ -1,0 +1,1 @@
+SELECT * FROM gen_candidates WHERE id = %(id)s

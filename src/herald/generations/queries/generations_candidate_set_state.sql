@@ -1,0 +1,1 @@
+UPDATE gen_candidates SET state = %(state)s WHERE id = %(id)s RETURNING *

@@ -1,0 +1,1 @@
+SELECT * FROM gen_datasets WHERE name = %(name)s

@@ -1,0 +1,1 @@
+SELECT * FROM gen_quarantine WHERE id = %(id)s FOR UPDATE

@@ -1,0 +1,1 @@
+SELECT * FROM gen_runs WHERE id = %(id)s

@@ -1,0 +1,125 @@
+"""Shared by the generations tests: a sample partition's input, an in-process worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from herald.config import Settings
+from herald.db import AsyncConn, Row
+from herald.generations import records
+from herald.generations.runtime import Generations
+from herald.generations.sample import DATASET, ORDERS, VERSION
+from herald.worker import Worker
+
+PARTITION = "2026-07-14"
+DAY = datetime(2026, 7, 14, tzinfo=UTC)
+
+
+def orders_file(first: int, count: int, day: str = PARTITION, **extra: object) -> bytes:
+    lines = [
+        json.dumps(
+            {
+                "order_id": f"o{n:05d}",
+                "amount_cents": 100 + n,
+                "currency": "EUR",
+                "event_time": f"{day}T09:{n % 60:02d}:00Z",
+                "customer_email": f"c{n}@example.org",
+                **extra,
+            }
+        )
+        for n in range(first, first + count)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def land(
+    gens: Generations, conn: AsyncConn, name: str, data: bytes, partition: str = PARTITION
+) -> Row:
+    """A source delivers a file for the partition: raw bytes and their manifest."""
+    return await records.receive_input(
+        gens,
+        conn,
+        dataset_name=DATASET,
+        source="shop-export",
+        owner="team-orders",
+        name=name,
+        data=data,
+        schema_version=1,
+        event_time_from=DAY,
+        event_time_to=DAY.replace(hour=23),
+        record_count=data.count(b"\n"),
+        partitions=[partition],
+    )
+
+
+async def plan(
+    gens: Generations,
+    conn: AsyncConn,
+    manifests: Sequence[int],
+    *,
+    purpose: str = "scheduled",
+    policy: str = "wait",
+    partitions: Sequence[str] = (PARTITION,),
+    run_id: int | None = None,
+    intent: str = "publish",
+) -> Row:
+    return await records.plan_run(
+        gens,
+        conn,
+        dataset_name=DATASET,
+        purpose=purpose,
+        definition_version=VERSION,
+        manifest_ids=manifests,
+        partitions=partitions,
+        policy=policy,
+        intent=intent,
+        requested_by="test",
+        reason=f"{purpose} run",
+        run_id=run_id,
+    )
+
+
+async def setup(gens: Generations, conn: AsyncConn) -> None:
+    await records.register_dataset(conn, ORDERS)
+
+
+@asynccontextmanager
+async def worker(
+    gens: Generations,
+    settings: Settings,
+    queues: Sequence[str] = ("generations",),
+    concurrency: int = 4,
+) -> AsyncIterator[Worker]:
+    w = Worker(gens.app, queues=list(queues), concurrency=concurrency, settings=settings)
+    task = asyncio.create_task(w.run())
+    try:
+        yield w
+    finally:
+        w.stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def settled(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        status = await records.run_status(conn, run_id)
+        if status["state"] == "settled":
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} did not settle: {status}")
+
+
+async def left_queue(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
+    """The run's status once none of its partitions is queued or building."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        status = await records.run_status(conn, run_id)
+        if all(p["state"] not in ("queued", "building") for p in status["partitions_detail"]):
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} is still building: {status}")
