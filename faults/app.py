@@ -68,6 +68,12 @@ class _Resources:
         return cls.http
 
 
+# Made at import, before the worker claims anything: building the client's TLS context
+# takes the event loop for a second or more on a loaded machine, which the first
+# handler would otherwise pay with its lease unconfirmed (and fence itself).
+_Resources.get_http()
+
+
 async def _log(name: str, params: dict[str, Any]) -> Any:
     """Run one log statement, retrying through a database outage for a while."""
     pool = await _Resources.get_pool()
@@ -129,6 +135,7 @@ async def _execution(ctx: JobContext, step: str | None = None) -> AsyncIterator[
 
 
 async def _deliver(ctx: JobContext) -> None:
+    ctx.ensure_lease()  # no external call from an attempt whose lease may have run out
     response = await _Resources.get_http().post(
         os.environ["FAULTS_SINK_URL"],
         headers={"Idempotency-Key": str(ctx.job_id)},
@@ -164,6 +171,8 @@ def _document(payload: dict[str, Any]) -> dict[str, Any]:
 @APP.task("publish", max_attempts=PUBLISH_ATTEMPTS, backoff=QUICK)
 async def publish(ctx: JobContext, payload: dict[str, Any]) -> None:
     async with _execution(ctx) as run:
+        if payload.get("crash"):
+            os._exit(70)  # a poison job: takes its whole worker down, on every attempt
         _document(payload)
         await asyncio.sleep(float(payload["ms"]) / 1000)
         await _complete(ctx, run)

@@ -10,6 +10,9 @@ Invariants (a violation makes the run fail):
 * orphan > R       - a job held by a dead (or stopped) worker not claimed again within R;
 * effect missing   - a succeeded job with no effect row or no sink delivery.
 
+Measured, not judged here: stale deliveries (a sink call made by an attempt whose lease
+was already rescued or superseded; the silent-link scenario requires none).
+
 Everything else (stale writes rejected, executions per job, rescues) is measured.
 """
 
@@ -24,7 +27,8 @@ from faults.supervisor import Event
 
 TERMINAL = frozenset({"succeeded", "dead", "cancelled"})
 EFFECT_KINDS = frozenset({"publish", "publish_pipeline"})
-DEATHS = frozenset({"kill", "stop"})
+# Events after which a worker can no longer renew its leases: killed, paused, cut off.
+DEATHS = frozenset({"kill", "stop", "cut"})
 Row = dict[str, Any]
 
 
@@ -43,6 +47,10 @@ class Observations:
     applied: dict[str, int]
     events: list[Event]
     cancelled: dict[int, float] = field(default_factory=dict)  # job id -> cancel time
+    # claims as the database dated them (job_id, fence, owner, at); empty: from executions
+    claims: list[Row] = field(default_factory=list)
+    # every sink delivery: (key = job id, fence of the delivering attempt, time)
+    sink_log: list[tuple[str, int, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -138,6 +146,33 @@ def _orphans(
     return found, without_death
 
 
+def _stale_deliveries(
+    obs: Observations, claims: dict[int, list[tuple[int, float]]]
+) -> list[tuple[int, int]]:
+    """Sink deliveries made under a fence that was no longer current: after that lease was
+    rescued (it ran out) or a later attempt was claimed. Stale external effects, whether
+    or not the receiver deduplicated them."""
+    ended: dict[tuple[int, int], float] = {}
+    for rescue in obs.rescues:
+        ident = (rescue["job_id"], rescue["fence"])
+        ended[ident] = min(ended.get(ident, rescue["at"]), rescue["at"])
+    for job_id, fenced in claims.items():
+        for fence, _ in fenced:
+            later = [t for f, t in fenced if f > fence]
+            if later:
+                ident = (job_id, fence)
+                ended[ident] = min(ended.get(ident, min(later)), min(later))
+    stale = []
+    for key, fence, at in obs.sink_log:
+        try:
+            job_id = int(key)
+        except ValueError:
+            continue
+        if at > ended.get((job_id, fence), float("inf")):
+            stale.append((job_id, fence))
+    return stale
+
+
 def check(obs: Observations, recovery_bound: float, origin: float | None = None) -> Findings:
     """Judge a run; ``origin`` (default: the first job's admission) is time zero of the series."""
     violations: list[str] = []
@@ -193,10 +228,14 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
     if sink_twice:
         violations.append(f"{len(sink_twice)} sink key(s) applied twice: {sink_twice[:10]}")
 
-    # Claims seen in the unfenced log: one per (job, fence), at its first line.
+    # Claims as the database dated them; without that record, from the unfenced log (one
+    # per (job, fence), at its first line, which a frozen worker writes late).
     claims: dict[int, list[tuple[int, float]]] = defaultdict(list)
     lease_until: dict[tuple[int, int], float] = {}
     seen: set[tuple[int, int]] = set()
+    for claim in obs.claims:
+        seen.add((claim["job_id"], claim["fence"]))
+        claims[claim["job_id"]].append((claim["fence"], claim["at"]))
     for run in obs.executions:
         ident = (run["job_id"], run["fence"])
         if ident not in seen:
@@ -204,10 +243,14 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
             claims[run["job_id"]].append((run["fence"], run["started"]))
         if run["lease_until"] is not None:
             lease_until[ident] = max(lease_until.get(ident, 0.0), run["lease_until"])
+    # An expiry that was not charged (the job was not yet a suspect) gave its attempt
+    # back: such a claim does not count against max_attempts.
+    refunds = Counter(r["job_id"] for r in obs.rescues if not r.get("charged", True))
     over = sorted(
         i
         for i, j in jobs.items()
-        if j["attempt"] > j["max_attempts"] or len(claims.get(i, [])) > j["max_attempts"]
+        if j["attempt"] > j["max_attempts"]
+        or len(claims.get(i, [])) - refunds[i] > j["max_attempts"]
     )
     if over:
         violations.append(f"{len(over)} job(s) claimed more than max_attempts: {over[:10]}")
@@ -237,6 +280,7 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
     if overlaps:
         violations.append(f"{len(overlaps)} lease overlap(s), jobs {sorted(overlaps)[:10]}")
 
+    stale_deliveries = _stale_deliveries(obs, claims)
     orphans, without_death = _orphans(obs, claims)
     late = [(job, round(s, 1), round(lag, 1)) for _, job, s, lag in orphans if s > recovery_bound]
     if late:
@@ -267,6 +311,7 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
         "lease_overlaps": len(overlaps),
         "concurrent_stale_executions": concurrent,
         "rescues": len(obs.rescues),
+        "rescues_not_charged": sum(refunds.values()),
         "rescues_without_death": without_death,
         "orphaned_jobs": len(orphans),
         "longest_orphan_s": round(max((o[2] for o in orphans), default=0.0), 3),
@@ -277,6 +322,8 @@ def check(obs: Observations, recovery_bound: float, origin: float | None = None)
         "sink_keys": len(obs.applied),
         "sink_deliveries": deliveries,
         "sink_redeliveries": deliveries - len(obs.deliveries),
+        "stale_deliveries": len(stale_deliveries),
+        "stale_deliveries_jobs": sorted({job for job, _ in stale_deliveries})[:10],
         "effects_missing": len(missing),
     }
     series = [(d - start, j, o) for d, j, o, _ in orphans]

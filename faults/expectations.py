@@ -7,6 +7,7 @@ common findings (to which it may add metrics) and returns the broken promises.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from faults.checker import Findings, Observations
 from faults.harness import Harness, Plan
@@ -28,14 +29,23 @@ def verify_crashes(h: Harness, o: Observations, f: Findings, p: Plan) -> list[st
 
 
 def verify_zombie(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
-    return bit(f, "orphaned_jobs", "job was held by the paused worker") + bit(
-        f, "stale_writes_rejected", "write of the zombie was refused"
-    )
+    """The zombie either fences itself on waking (its clock says its leases are long
+    unconfirmed: its handlers are cancelled before they write) or its writes are refused."""
+    logs = (path.read_text(errors="replace") for path in (h.workdir / "logs").glob("*.log"))
+    f.metrics["zombie_handlers_self_fenced"] = sum(text.count("lease unconfirmed") for text in logs)
+    gave_up = f.metrics["stale_writes_rejected"] + f.metrics["zombie_handlers_self_fenced"]
+    problems = [] if gave_up else ["the fault did not bite: the zombie neither fenced nor wrote"]
+    return bit(f, "orphaned_jobs", "job was held by the paused worker") + problems
 
 
 def verify_pickup(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    # Picked up = claimed, as the database dated it. The handler's first log line comes
+    # later by its own connection's wait, which on a loaded machine took seconds (the
+    # run then failed although every claim was prompt).
     first: dict[int, float] = {}
-    for run in o.executions:
+    for claim in sorted(o.claims, key=lambda c: (c["job_id"], c["fence"])):
+        first.setdefault(claim["job_id"], claim["at"])
+    for run in o.executions:  # runs without the claims record: the first log line
         first.setdefault(run["job_id"], run["started"])
     # Only jobs admitted once the workers were up: booting is not a lost notification.
     warm = float(h.notes.get("warm", 0.0))
@@ -45,12 +55,18 @@ def verify_pickup(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str
     missing = [j["id"] for j in o.jobs if j["id"] not in first]
     longest = max(waits, default=0.0)
     f.metrics["longest_pickup_s"] = round(longest, 3)
-    bound = h.timing.poll + 2.0
+    # A poll cannot run sooner than the machine lets it: the harness's own worst timer
+    # lag (a loaded 2-core machine saw seconds) is added to the bound, and reported.
+    lag = float(h.notes.get("max_lag", 0.0))
+    f.metrics["harness_max_lag_s"] = round(lag, 3)
+    bound = round(h.timing.poll + 2.0 + lag, 2)
     if missing:
         return [f"{len(missing)} job(s) never started: {missing[:10]}"]
     if not waits:
         return ["no job was admitted after the workers were up"]
-    return [] if longest <= bound else [f"a job waited {longest:.2f}s > poll + 2 s = {bound}s"]
+    if longest <= bound:
+        return []
+    return [f"a job waited {longest:.2f}s > poll + 2 s + worst timer lag = {bound}s"]
 
 
 def verify_failing(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
@@ -81,13 +97,67 @@ def verify_poison(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str
     return problems
 
 
+def verify_poison_neighbours(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    """Poison jobs (1 %) crash their worker on every attempt: they alone pay for it."""
+    poison = [j for j in o.jobs if j["poison"]]
+    healthy = [j for j in o.jobs if not j["poison"]]
+    letters = {d["job_id"]: d["reason"] for d in o.dead_letters}
+    problems = []
+    if not poison:
+        return ["no poison job"]
+    wrong = [
+        j["id"]
+        for j in poison
+        if j["state"] != "dead"
+        or j["attempt"] != j["max_attempts"]
+        or letters.get(j["id"]) != "lease_exhausted"
+    ]
+    if wrong:
+        problems.append(f"{len(wrong)} poison job(s) not dead after max_attempts: {wrong[:10]}")
+    dead = [j["id"] for j in healthy if j["state"] != "succeeded"]
+    if dead:
+        problems.append(f"{len(dead)} healthy job(s) did not succeed: {dead[:10]}")
+    rescued = {r["job_id"] for r in o.rescues}
+    neighbours = [j for j in healthy if j["id"] in rescued]
+    charged = Counter(r["job_id"] for r in o.rescues if r.get("charged", True))
+    f.metrics["poison_jobs"] = len(poison)
+    f.metrics["healthy_neighbours_rescued"] = len(neighbours)
+    f.metrics["healthy_attempts_charged_by_crashes"] = sum(charged[j["id"]] for j in neighbours)
+    return problems + bit(f, "healthy_neighbours_rescued", "healthy job shared a poisoned worker")
+
+
+def verify_silent_link(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
+    """The cut-off worker fences itself (cancels its handlers by its own clock before its
+    leases end), makes no external call under a superseded fence, and works again soon
+    after the link returns."""
+    pid = h.notes.get("cut_pid")
+    restored = float(h.notes.get("restored", 0.0))
+    logs = (path.read_text(errors="replace") for path in (h.workdir / "logs").glob("*.log"))
+    f.metrics["self_fenced_handlers"] = sum(text.count("lease unconfirmed") for text in logs)
+    back = [r["started"] for r in o.executions if r["pid"] == pid and r["started"] > restored]
+    f.metrics["back_at_work_s"] = round(min(back) - restored, 2) if back else None
+    problems = bit(f, "orphaned_jobs", "job was held by the cut-off worker")
+    problems += bit(f, "self_fenced_handlers", "handler was fenced by its worker's clock")
+    if f.metrics["stale_deliveries"]:
+        problems.append(f"{f.metrics['stale_deliveries']} sink call(s) under a superseded fence")
+    bound = h.timing.poll + h.timing.heartbeat + 5.0
+    if not back:
+        problems.append("the cut-off worker ran nothing after its link returned")
+    elif min(back) - restored > bound:
+        problems.append(f"the cut-off worker took {min(back) - restored:.1f}s > {bound:g}s")
+    return problems
+
+
 def verify_cancel(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]:
     f.metrics["cancelled_while_orphaned"] = len(o.cancelled)
     problems = bit(f, "cancelled_while_orphaned", "job was cancelled while its worker was dead")
     jobs = {j["id"]: j for j in o.jobs}
-    ran_again = sorted(
-        {r["job_id"] for r in o.executions if o.cancelled.get(r["job_id"], 1e20) < r["started"]}
-    )
+    # A claim made before the cancel may log its first line after it: date claims from
+    # the database when the run recorded them.
+    starts = [(c["job_id"], c["at"]) for c in o.claims] or [
+        (r["job_id"], r["started"]) for r in o.executions
+    ]
+    ran_again = sorted({job for job, at in starts if o.cancelled.get(job, 1e20) < at})
     if ran_again:
         problems.append(f"{len(ran_again)} cancelled job(s) ran again: {ran_again[:10]}")
     not_cancelled = sorted(i for i in o.cancelled if jobs[i]["state"] != "cancelled")
@@ -109,7 +179,8 @@ def verify_rogue(h: Harness, o: Observations, f: Findings, p: Plan) -> list[str]
     if late:
         problems.append(f"{len(late)} unlocked job(s) waited for the rogue lock: {late[:10]}")
     early = sorted(
-        {r["job_id"] for r in o.executions if r["job_id"] in locked and r["started"] < released}
+        {c["job_id"] for c in o.claims if c["job_id"] in locked and c["at"] < released}
+        | {r["job_id"] for r in o.executions if r["job_id"] in locked and r["started"] < released}
     )
     if early:
         problems.append(f"locked job(s) ran while locked: {early}")

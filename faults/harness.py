@@ -110,6 +110,8 @@ class Harness:
             await migrate(conn, SCHEMA)
             await conn.execute(query("create_executions"))
             await conn.execute(query("create_effects"))
+            for name in ("create_claims", "create_claims_function", "create_claims_trigger"):
+                await conn.execute(query(name))
         self.sink.start()
         self._client = await Client.open(APP, self.settings)
         logs = self.workdir / "logs"
@@ -118,7 +120,19 @@ class Harness:
             self.worker_env(), self.workers, self.concurrency, logs, self.events
         )
         self.started = time.time()
+        self._tasks.append(asyncio.create_task(self._probe_load()))
         return self
+
+    async def _probe_load(self, tick: float = 0.1) -> None:
+        """How late this process's own timers fire: the machine's CPU starvation, which
+        delays the workers' polls alike (latency bounds are widened by the worst lag)."""
+        loop = asyncio.get_running_loop()
+        self.notes["max_lag"] = 0.0
+        while True:
+            before = loop.time()
+            await asyncio.sleep(tick)
+            lag = loop.time() - before - tick
+            self.notes["max_lag"] = max(float(self.notes["max_lag"]), lag)
 
     async def close(self) -> None:
         if self._watch is not None:
@@ -344,6 +358,7 @@ class Harness:
             rescues = await rows("final_rescues")
             stale = {r["operation"]: int(r["n"]) for r in await rows("final_stale_writes")}
             dead = await rows("final_dead_letters")
+            claims = await rows("final_claims")
         deliveries, applied = self.sink.snapshot()
         return Observations(
             accepted=set(self.accepted),
@@ -357,6 +372,8 @@ class Harness:
             applied=applied,
             events=list(self.events),
             cancelled=dict(self.cancelled),
+            claims=claims,
+            sink_log=self.sink.log(),
         )
 
 

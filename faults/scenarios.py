@@ -21,11 +21,13 @@ from faults.app import APP
 from faults.checker import Findings, Observations, check
 from faults.harness import FULL_TIMING, SHORT_TIMING, Durations, Harness, Plan, Timing
 from faults.queries import query
+from faults.silent_link import SilentLink
 from herald.ops.errors import Conflict
 from herald.ops.jobs import cancel
 from herald.schedules import ScheduleSpec, create_schedule
 
 BASE = Durations(median=0.2, p99=3.0, cap=8.0)
+POISON_ATTEMPTS = 3
 
 
 Body = Callable[[Harness, Plan], Awaitable[None]]
@@ -127,6 +129,43 @@ async def _poison(h: Harness, p: Plan) -> None:
     poison.payload = {**poison.payload, "doc": '{"title": "unterminated', "poison": True}
     h.start_workers()
     await h.feed(specs, p.window)
+
+
+async def _poison_neighbours(h: Harness, p: Plan) -> None:
+    """1 % of the jobs crash their worker (os._exit) on every attempt, among healthy ones."""
+    specs = h.jobs(p.jobs, p.durations)
+    for spec in specs[5::100]:  # past the first few: the workers are up by then
+        spec.kind = "publish"
+        spec.payload = {**spec.payload, "crash": True, "poison": True}
+        # Fewer crash cycles (2 free strikes + 3 charged), each a worker restart: the
+        # healthy jobs keep their 5 attempts, which is what the scenario is about.
+        spec.max_attempts = POISON_ATTEMPTS
+    h.start_workers()
+    await h.feed(specs, p.window)
+
+
+async def _silent_link(h: Harness, p: Plan) -> None:
+    """One worker's link to PostgreSQL goes silent (nothing closed) for ``hold`` seconds."""
+    link = await SilentLink(h.url).start()
+    h.supervisor.slot_env[0] = {"HERALD_DATABASE_URL": link.url}
+
+    async def cut_one() -> None:
+        await asyncio.sleep(p.window / 4)
+        await h.pick_worker(holding=True)  # wait until workers hold jobs
+        link.cut()
+        h.event("cut", h.supervisor.slots[0].pid, "worker 0: link silent")
+        await asyncio.sleep(p.hold)
+        link.restore()
+        h.event("restore", h.supervisor.slots[0].pid, "worker 0: link back")
+        h.notes["restored"] = time.time()
+        h.notes["cut_pid"] = h.supervisor.slots[0].pid
+
+    try:
+        await _with_load(h, p, cut_one())
+        await asyncio.sleep(3 * h.timing.poll)  # the cut-off worker back at work
+    finally:
+        h.notes["link_closing"] = True
+        await link.close()
 
 
 async def _cancel_during_rescue(h: Harness, p: Plan) -> None:
@@ -325,6 +364,26 @@ SCENARIOS: dict[str, Scenario] = {
             _with(_F, jobs=3000, workers=3, window=120.0, drain=120.0),
             _schedules,
             expect.verify_schedules,
+        ),
+        Scenario(
+            11,
+            "poison_neighbours",
+            "1 % poison jobs crash their worker: no healthy job pays for them",
+            1111,
+            _with(_S, jobs=200, drain=120.0),
+            _with(_F, jobs=2000, window=60.0, drain=120.0),
+            _poison_neighbours,
+            expect.verify_poison_neighbours,
+        ),
+        Scenario(
+            12,
+            "silent_link",
+            "One worker's database link goes silent (blackholed, nothing closed)",
+            1212,
+            _with(_S, jobs=200, window=20.0, durations=LONG, hold=2 * SHORT_TIMING.lease + 2),
+            _with(_F, jobs=3000, window=120.0, durations=LONG.scaled(2), hold=60.0),
+            _silent_link,
+            expect.verify_silent_link,
         ),
     ]
 }

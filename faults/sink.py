@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +22,8 @@ class Sink:
     def __init__(self) -> None:
         self.deliveries: Counter[str] = Counter()
         self.applied: Counter[str] = Counter()
+        # (key, fence of the delivering attempt, wall-clock time): every delivery, in order
+        self._log: list[tuple[str, int, float]] = []
         self._lock = threading.Lock()
         sink = self
 
@@ -28,11 +31,11 @@ class Sink:
             def do_POST(self) -> None:
                 key = self.headers.get("Idempotency-Key")
                 length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
+                body = self.rfile.read(length)
                 if self.path != "/deliver" or not key:
                     self._answer(400, {"error": "POST /deliver with an Idempotency-Key header"})
                     return
-                first = sink.deliver(key)
+                first = sink.deliver(key, _fence(body))
                 self._answer(200 if first else 208, {"key": key, "applied": first})
 
             def _answer(self, status: int, body: dict[str, object]) -> None:
@@ -66,9 +69,10 @@ class Sink:
             self._server.shutdown()
         self._server.server_close()
 
-    def deliver(self, key: str) -> bool:
+    def deliver(self, key: str, fence: int = -1) -> bool:
         """Record one delivery; True when it is the first for ``key`` (and so applied)."""
         with self._lock:
+            self._log.append((key, fence, time.time()))
             self.deliveries[key] += 1
             if self.applied[key]:
                 return False
@@ -78,3 +82,15 @@ class Sink:
     def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
         with self._lock:
             return dict(self.deliveries), dict(self.applied)
+
+    def log(self) -> list[tuple[str, int, float]]:
+        with self._lock:
+            return list(self._log)
+
+
+def _fence(body: bytes) -> int:
+    """The fence a delivery says it was made under (-1 when it does not say)."""
+    try:
+        return int(json.loads(body or b"{}").get("fence", -1))
+    except (ValueError, TypeError, AttributeError):
+        return -1

@@ -65,6 +65,8 @@ class Supervisor:
         self.log_dir = log_dir
         self.events = events
         self.slots: list[Slot] = []
+        # Extra environment of one slot's processes (e.g. its database through a proxy).
+        self.slot_env: dict[int, dict[str, str]] = {}
         self.retired: list[Slot] = []
         self.spawned = 0
         self._watching = True
@@ -86,7 +88,8 @@ class Supervisor:
             "WARNING",
             *role_args,
         ]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        env = {**self.env, **self.slot_env.get(index, {})}
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         self.events.append(Event(time.time(), "start", proc.pid, f"{self.role} {index}"))
         return Slot(index, proc, log)
 

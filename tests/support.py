@@ -218,3 +218,39 @@ def gate(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     if not folder or not os.path.exists(os.path.join(folder, name)):
         raise Permanent(f"upstream not ready: {name} is missing")
     return {"passed": True, "attempt": ctx.attempt}
+
+
+# (job id, fence, wall-clock time) of every "external call" a ticker handler made.
+TICKS: list[tuple[int, int, float]] = []
+
+
+@APP.task("ticker", backoff=FAST)
+async def ticker(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """Calls an outside system (here: a list) every 50 ms for ``seconds`` seconds."""
+    end = time.monotonic() + float(payload.get("seconds", 1.0))
+    while time.monotonic() < end:
+        TICKS.append((ctx.job_id, ctx.fence, time.time()))
+        await asyncio.sleep(0.05)
+
+
+def _spin(seconds: float) -> int:
+    """Pure-Python computation for ``seconds`` (it never waits on anything)."""
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += sum(i * i for i in range(200))
+    return n
+
+
+@APP.task("crunch", backoff=FAST)
+def crunch(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """CPU-bound, done right: a plain def handler runs on the worker's thread pool."""
+    _spin(float(payload["seconds"]))
+    ctx.ensure_lease()  # before an external effect: still ours?
+    return {"attempt": ctx.attempt}
+
+
+@APP.task("hog", backoff=FAST)
+async def hog(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """CPU-bound, done wrong: computes inside the event loop without awaiting."""
+    _spin(float(payload["seconds"]))

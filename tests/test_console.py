@@ -484,11 +484,10 @@ async def test_ingestion_adds_its_page_through_the_registry(console: Console) ->
         run_id = await stage_snapshot(conn, "acme", SnapshotSpec(plans=20), 1)
     async with console.browser() as http:
         await sign_in(http, admin)
-        assert 'href="/ui/ingest"' in (await http.get("/ui/")).text
-        page = await http.get("/ui/ingest")
+        assert 'href="/ui/ingestion"' in (await http.get("/ui/")).text
+        page = await http.get("/ui/ingestion")
         assert page.status_code == 200 and "http://127.0.0.1:9/feeds/acme" in page.text
-        assert f'aria-label="Run {run_id}">{run_id}</a></td>' in page.text
-        assert "staged" in page.text
+        assert f'href="/ui/ingestion/runs/{run_id}"' in page.text and "staged" in page.text
 
 
 # --- the registry -------------------------------------------------------------------------

@@ -88,23 +88,23 @@ async def test_ingestion_pages_and_fetch_now(
     async with console.browser() as http:
         csrf = await sign_in(http, ops)
         home = await http.get("/ui/")
-        assert 'href="/ui/ingest"' in home.text
-        page = _text((await http.get("/ui/ingest")).text)
+        assert 'href="/ui/ingestion"' in home.text
+        page = _text((await http.get("/ui/ingestion")).text)
         assert "city-events" in page and "https://events.example.org/feed.xml" in page
         assert "secret-token" not in page and "Fetch now…" in page
-        run = _text((await http.get(f"/ui/ingest/runs/{run_id}")).text)
+        run = _text((await http.get(f"/ui/ingestion/runs/{run_id}")).text)
         for shown in ("Ingestion run", "staged", "20.0 KiB in 2 HTTP attempts",
                       "price below zero", "b-1/p-1", "unclosed element <zone>",
                       "line 17, byte 4096", '<plan id="9"><zone>'):  # fmt: skip
             assert shown in run, shown
-        live = await http.get(f"/ui/ingest/runs/{run_id}", headers={"X-Herald-Fragment": "run"})
+        live = await http.get(f"/ui/ingestion/runs/{run_id}", headers={"X-Herald-Fragment": "run"})
         assert live.status_code == 200 and "<html" not in live.text
-        quarantine = _text((await http.get("/ui/ingest/quarantine?provider=city-events")).text)
+        quarantine = _text((await http.get("/ui/ingestion/quarantine?provider=city-events")).text)
         assert "unclosed element <zone>" in quarantine
-        provider = _text((await http.get("/ui/ingest/providers/city-events")).text)
+        provider = _text((await http.get("/ui/ingestion/providers/city-events")).text)
         assert "header Authorization (stored encrypted, never shown)" in provider
-        assert (await http.get("/ui/ingest/runs/424242")).status_code == 404
-        assert (await http.get("/ui/ingest/providers/nope")).status_code == 404
+        assert (await http.get("/ui/ingestion/runs/424242")).status_code == 404
+        assert (await http.get("/ui/ingestion/providers/nope")).status_code == 404
 
         review = _text(
             (await http.get("/ui/actions/ingest_provider.fetch?target=city-events")).text
@@ -115,7 +115,7 @@ async def test_ingestion_pages_and_fetch_now(
             data={"csrf": csrf, "target": "city-events", "reason": "the feed was fixed"},
         )
         assert done.status_code == 303
-        outcome = _text((await http.get("/ui/ingest/providers/city-events")).text)
+        outcome = _text((await http.get("/ui/ingestion/providers/city-events")).text)
         assert re.search(r"provider city-events: fetch requested \(job \d+\)", outcome), outcome
         assert "fetch by ops: “the feed was fixed”" in outcome
         again = await http.post(
@@ -123,14 +123,14 @@ async def test_ingestion_pages_and_fetch_now(
             data={"csrf": csrf, "target": "city-events", "reason": "once more"},
         )
         assert again.status_code == 303
-        said = _text((await http.get("/ui/ingest")).text)
+        said = _text((await http.get("/ui/ingestion")).text)
         assert "a fetch is under way already" in said
 
     async with console.browser() as http:
         await sign_in(http, viewer)
-        seen = await http.get(f"/ui/ingest/runs/{run_id}")
+        seen = await http.get(f"/ui/ingestion/runs/{run_id}")
         assert "unclosed element" in seen.text and "&lt;plan id" not in seen.text  # no raw
-        listing = await http.get("/ui/ingest")
+        listing = await http.get("/ui/ingestion")
         assert "/actions/" not in listing.text
         match = CSRF.search(listing.text)
         assert match

@@ -88,18 +88,18 @@ async def test_operator_fetches_a_provider_and_disconnects_an_account(
 
     with chromium() as driver:
         d: Any = driver
-        d.get(f"{url}/ui/ingest")
+        d.get(f"{url}/ui/ingestion")
         _sign_in(d, ops)
         wait("the ingestion page", lambda: d.title.startswith("Ingestion"))
         if shots:
             screenshot(d, Path(shots) / "ingestion-desktop.png", 1280, 900)
-        click(d, f"a[href$='/ingest/runs/{run['id']}']")
+        click(d, f"a[href$='/ingestion/runs/{run['id']}']")
         wait("the run", lambda: d.title.startswith(f"Ingestion run {run['id']}"))
         text = page_text(d)
         assert "unclosed element <zone>" in text and "line 17, byte 4096" in text
         if shots:
             screenshot(d, Path(shots) / "ingestion-run-desktop.png", 1280, 900)
-        click(d, "a[href$='/ingest/providers/city-events']")
+        click(d, "a[href$='/ingestion/providers/city-events']")
         wait("the provider", lambda: d.title.startswith("Provider city-events"))
         d.find_element("link text", "Fetch now…").click()
         wait("the review", lambda: "What will happen" in page_text(d))
@@ -138,9 +138,9 @@ async def test_operator_fetches_a_provider_and_disconnects_an_account(
         d.find_element("xpath", "//button[normalize-space()='Sign out']").click()
         wait("the sign-in page", lambda: d.title.startswith("Sign in"))
         _sign_in(d, viewer)
-        for path in ("/ui/ingest", "/ui/ingest/providers/city-events", "/ui/social"):
+        for path in ("/ui/ingestion", "/ui/ingestion/providers/city-events", "/ui/social"):
             d.get(url + path)
             assert "Fetch now" not in page_text(d) and "Disconnect" not in page_text(d)
-        d.get(f"{url}/ui/ingest/runs/{run['id']}")
+        d.get(f"{url}/ui/ingestion/runs/{run['id']}")
         assert "unclosed element <zone>" in page_text(d)
         assert '<plan id="9">' not in page_text(d)  # the raw record is for operate keys

@@ -32,6 +32,7 @@ LAYER_NAMES = {
 # The engine: job model, admission, worker, maintenance, migrations, SQL.
 CORE_MODULES = {
     "herald",
+    "herald.attempt",
     "herald.backoff",
     "herald.client",
     "herald.config",
@@ -42,8 +43,10 @@ CORE_MODULES = {
     "herald.hooks",
     "herald.lease",
     "herald.loop",
+    "herald.loopwatch",
     "herald.maintenance",
     "herald.migrate",
+    "herald.outcomes",
     "herald.payloads",
     "herald.periodic",
     "herald.registry",

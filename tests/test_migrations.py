@@ -18,7 +18,7 @@ from herald.migrate import available, migrate
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 # Statements PostgreSQL cannot PREPARE (utility commands): run them and roll back.
-_UTILITY = re.compile(r"^\s*(LISTEN|CREATE|DROP|ALTER)\b", re.IGNORECASE)
+_UTILITY = re.compile(r"^\s*(LISTEN|CREATE|DROP|ALTER|SET)\b", re.IGNORECASE)
 _COPY = re.compile(r"^\s*COPY\b", re.IGNORECASE)
 
 

@@ -181,7 +181,13 @@ async def test_a_stale_fenced_write_changes_nothing_and_is_counted(
     job = await client.enqueue("noop")
     conn = await open_connection(settings)
     async with conn:
-        claim = {"queues": ["default"], "kinds": ["noop"], "limit": 10, "lease_s": 30.0}
+        claim = {
+            "queues": ["default"],
+            "kinds": ["noop"],
+            "limit": 10,
+            "lease_s": 30.0,
+            "suspects": 1,
+        }
         first = await _run(conn, "claim", owner="w1", **claim)
         assert [(r["id"], r["fence"]) for r in first] == [(job.id, 1)]
         # w1 stalls past its lease: an hour passes (on this session's database clock),
@@ -189,7 +195,7 @@ async def test_a_stale_fenced_write_changes_nothing_and_is_counted(
         await conn.execute("SET herald.clock_offset = '1 hour'")
         assert len(await _run(conn, "rescue", limit=10)) == 1
         second = await _run(conn, "claim", owner="w2", **claim)
-        assert [(r["id"], r["fence"], r["attempt"]) for r in second] == [(job.id, 2, 2)]
+        assert [(r["id"], r["fence"], r["attempt"]) for r in second] == [(job.id, 2, 1)]
 
         # w1 wakes up and writes with its old fence: every write is refused.
         assert await _run(conn, "finish", **_finish_params(job.id, 1, "w1", "succeeded")) == []

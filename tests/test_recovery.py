@@ -35,7 +35,7 @@ async def _rows(client: Client, query: str, *params: Any) -> list[dict[str, Any]
 
 
 async def _claim_as(
-    settings: Settings, owner: str, lease_s: float, limit: int = 1
+    settings: Settings, owner: str, lease_s: float, limit: int = 1, suspects: int = 1
 ) -> list[dict[str, Any]]:
     """Claim jobs as a worker that will never come back (it just vanishes)."""
     async with await open_connection(settings) as conn:
@@ -47,6 +47,7 @@ async def _claim_as(
                 "limit": limit,
                 "owner": owner,
                 "lease_s": lease_s,
+                "suspects": suspects,
             },
         )
         return await cur.fetchall()
@@ -66,19 +67,35 @@ async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(
 ) -> None:
     retried = await client.enqueue("noop", {"n": 1}, key="retried")
     spent = await client.enqueue("noop", {"n": 2}, key="spent", max_attempts=1)
-    await _claim_as(settings, "vanished", lease_s=0.01, limit=2)
+    maintenance = Maintenance(APP, settings, pool)
+    # Two expiries cost nothing: either job may have died of its neighbour. Each is a
+    # strike; two make a suspect, and no batch holds two suspects.
+    for strikes, owner in enumerate(["gone", "gone again"], start=1):
+        claimed = await _claim_as(settings, owner, lease_s=0.01, limit=2, suspects=0)
+        assert len(claimed) == 2
+        await asyncio.sleep(0.05)  # let the two tiny leases run out
+        assert await maintenance.rescue_once() == 2
+        for job in (retried, spent):
+            row = await client.get_job(job.id)
+            assert row is not None
+            assert (row["state"], row["attempt"], row["strikes"]) == ("waiting", 0, strikes)
+            assert row["errors"][-1]["charged"] is False
+    # A worker already holding a suspect takes none; another takes one per batch.
+    assert await _claim_as(settings, "busy", 0.01, limit=2, suspects=0) == []
+    assert [r["id"] for r in await _claim_as(settings, "vanished", 0.01, limit=2)] == [retried.id]
+    assert [r["id"] for r in await _claim_as(settings, "vanished", 0.01, limit=2)] == [spent.id]
     healthy = await client.enqueue("noop", {"n": 3})
     await _claim_as(settings, "alive", lease_s=3600.0)
     await asyncio.sleep(0.05)  # let the two tiny leases run out
 
-    maintenance = Maintenance(APP, settings, pool)
+    # Each was its worker's one suspect: now the expiry is charged.
     assert await maintenance.rescue_once() == 2
     assert await maintenance.rescue_once() == 0  # nothing is rescued twice
-    assert (maintenance.stats.rescued, maintenance.stats.rescued_dead) == (2, 1)
+    assert (maintenance.stats.rescued, maintenance.stats.rescued_dead) == (6, 1)
 
     row = await client.get_job(retried.id)
     assert row is not None
-    assert (row["state"], row["attempt"], row["rescues"]) == ("waiting", 1, 1)
+    assert (row["state"], row["attempt"], row["rescues"], row["strikes"]) == ("waiting", 1, 3, 2)
     assert row["lease_owner"] is None and row["lease_expires_at"] is None
     error = row["errors"][-1]
     assert error["kind"] == "lease_expired" and "lease expired" in error["message"]
@@ -96,11 +113,16 @@ async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(
     assert (untouched["state"], untouched["lease_owner"]) == ("running", "alive")
 
     rescues = await _rows(
-        client, "SELECT job_id, fence, owner, outcome::text FROM rescues ORDER BY job_id"
+        client,
+        "SELECT job_id, fence, owner, outcome::text, charged FROM rescues ORDER BY job_id, id",
     )
-    assert rescues == [
-        {"job_id": retried.id, "fence": 1, "owner": "vanished", "outcome": "waiting"},
-        {"job_id": spent.id, "fence": 1, "owner": "vanished", "outcome": "dead"},
+    assert [tuple(r.values()) for r in rescues] == [
+        (retried.id, 1, "gone", "waiting", False),
+        (retried.id, 2, "gone again", "waiting", False),
+        (retried.id, 3, "vanished", "waiting", True),
+        (spent.id, 1, "gone", "waiting", False),
+        (spent.id, 2, "gone again", "waiting", False),
+        (spent.id, 3, "vanished", "dead", True),
     ]
     # Rescues are counted apart from handler errors: no stale writes, no handler error.
     assert await client.stale_writes() == 0
@@ -125,8 +147,9 @@ async def test_a_job_of_a_vanished_worker_is_finished_by_another(
     # This worker's own maintenance loop rescues the job, then its fetcher runs it.
     async with running_worker(settings) as worker:
         row = await wait_for_job(client, job.id)
-    assert (row["state"], row["attempt"], row["fence"]) == ("succeeded", 2, 2)
-    assert row["result"] == {"echo": {"n": 1}, "attempt": 2}
+    # Its first expiry was not charged: it succeeds on its first charged attempt.
+    assert (row["state"], row["attempt"], row["fence"]) == ("succeeded", 1, 2)
+    assert row["result"] == {"echo": {"n": 1}, "attempt": 1}
     assert [e["kind"] for e in row["errors"]] == ["lease_expired"]
     assert worker.stats.succeeded == 1
 

@@ -249,7 +249,8 @@ def _setup_logging(level: str, as_json: bool) -> None:
 async def _migrate(settings: Settings, only: str | None = None) -> int:
     conn = await open_connection(settings)
     async with conn:
-        applied = await migrate(conn, settings.schema, only.split(",") if only else None)
+        components = only.split(",") if only else None
+        applied = await migrate(conn, settings.schema, components, pooled=settings.pooled)
     if applied:
         for m in applied:
             print(f"applied {m.version:04d}_{m.name}")

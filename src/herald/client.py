@@ -87,12 +87,16 @@ class Client:
     def __init__(self, app: Herald, settings: Settings, info: str) -> None:
         self.app = app
         self.settings = settings
-        self.pool = make_pool(info, settings.pool_size, name="herald-client")
+        self.pool = make_pool(
+            info, settings.pool_size, name="herald-client", pooled=settings.pooled
+        )
 
     @classmethod
     async def open(cls, app: Herald, settings: Settings | None = None) -> Client:
         settings = settings or Settings.from_env()
-        client = cls(app, settings, conninfo(database_url(settings), settings.schema))
+        client = cls(
+            app, settings, conninfo(database_url(settings), settings.schema, settings=settings)
+        )
         await client.pool.open(wait=True)
         return client
 
@@ -405,7 +409,8 @@ def _assign_bulk(
 
 async def open_connection(settings: Settings) -> AsyncConn:
     """A single autocommit connection to the configured schema (CLI, tests)."""
-    return await connect(conninfo(database_url(settings), settings.schema))
+    info = conninfo(database_url(settings), settings.schema, settings=settings)
+    return await connect(info, pooled=settings.pooled)
 
 
 def _encodable(text: str) -> bool:

@@ -62,6 +62,15 @@ class Settings:
     default_retention: float = 7 * 24 * 3600.0
     shutdown_grace: float = 30.0
     pool_size: int = 4
+    # The deadline of every statement of the engine's own (claims, heartbeats, outcomes):
+    # set on the server (statement_timeout) and kept by the client.
+    statement_timeout: float = 10.0
+    # Connections go through a pooler in transaction mode (PgBouncer): no startup options,
+    # no server-side prepared statements, migrations under a transaction-scoped lock. The
+    # schema must then be the role's search_path (see docs/poolers.md). LISTEN needs a
+    # direct connection (listen_url); without one the worker polls.
+    pooled: bool = False
+    listen_url: str | None = None
     # auto: uvloop where installed (see herald.loop); asyncio opts out.
     event_loop: str = "auto"
 
@@ -75,6 +84,10 @@ class Settings:
             raise ConfigError("lease must be positive")
         if self.heartbeat is not None and not 0 < self.heartbeat < self.lease:
             raise ConfigError("heartbeat must be positive and shorter than the lease")
+        if self.heartbeat_interval >= self.self_fence_after:
+            raise ConfigError("heartbeat must be shorter than 0.8 x the lease (self-fencing)")
+        if self.statement_timeout <= 0:
+            raise ConfigError("statement_timeout must be positive")
         if self.poll_interval <= 0 or self.rescue_interval <= 0:
             raise ConfigError("poll and rescue intervals must be positive")
         if self.payload_limit <= 0:
@@ -88,6 +101,16 @@ class Settings:
     @property
     def heartbeat_interval(self) -> float:
         return self.heartbeat if self.heartbeat is not None else self.lease / 3
+
+    @property
+    def self_fence_margin(self) -> float:
+        """How long before the server's expiry a worker gives up an unconfirmed lease."""
+        return self.lease / 5
+
+    @property
+    def self_fence_after(self) -> float:
+        """R_self: seconds without a confirmed lease after which its handler is cancelled."""
+        return self.lease - self.self_fence_margin
 
     @property
     def channel(self) -> str:
@@ -116,5 +139,8 @@ class Settings:
             default_retention=_float(env, "HERALD_RETENTION", 7 * 24 * 3600.0),
             shutdown_grace=_float(env, "HERALD_SHUTDOWN_GRACE", 30.0),
             pool_size=int(_float(env, "HERALD_POOL_SIZE", 4)),
+            statement_timeout=_float(env, "HERALD_STATEMENT_TIMEOUT", 10.0),
+            pooled=_bool(env, "HERALD_POOLED", False),
+            listen_url=env.get("HERALD_LISTEN_URL") or None,
             event_loop=(env.get("HERALD_EVENT_LOOP") or "auto").strip().lower(),
         )

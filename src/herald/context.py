@@ -6,24 +6,30 @@ import asyncio
 from collections.abc import AsyncIterator
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
-from herald import sql
-from herald.encoding import dump_result
-from herald.errors import LeaseLost
-
-if TYPE_CHECKING:
-    from herald.db import AsyncConn
-    from herald.worker import Worker
+from herald.db import AsyncConn
+from herald.lease import HeldJob, Lease
 
 
 class JobContext:
-    """Per-attempt context. Every write it makes is fenced by (job id, fence)."""
+    """Per-attempt context. Every write it makes is fenced by (job id, fence).
 
-    def __init__(self, worker: Worker, row: dict[str, Any]) -> None:
-        self._worker = worker
+    It holds the attempt's lease (:class:`herald.lease.Lease`) and the handlers'
+    connection pool, never the worker.
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        held: HeldJob,
+        row: dict[str, Any],
+        executor: Executor | None = None,
+    ) -> None:
+        self._lease = lease
+        self._held = held
         self.job_id: int = row["id"]
         self.kind: str = row["kind"]
         self.queue: str = row["queue"]
@@ -35,40 +41,45 @@ class JobContext:
         self.step: str | None = row["step"]
         self.checkpoint: dict[str, Any] = dict(row["checkpoint"] or {})
         self.loop = asyncio.get_running_loop()
-        self.executor: Executor | None = worker.executor
-        # Set when the lease is known lost; the handler's result will be discarded.
-        self.lost = asyncio.Event()
-        self.completed_in_transaction = False
-        self.finishing = False  # its transactional completion is being committed
+        self.executor: Executor | None = executor
+
+    @property
+    def pool(self) -> AsyncConnectionPool[AsyncConn]:
+        """The worker's pool for handlers' own statements (not the lease protocol's)."""
+        return self._lease.pool
+
+    @property
+    def lost(self) -> asyncio.Event:
+        """Set when the lease is known lost (or unconfirmed): the result will be discarded."""
+        return self._held.lost
 
     @property
     def lease_lost(self) -> bool:
-        return self.lost.is_set()
+        return self._held.lost.is_set()
+
+    @property
+    def completed_in_transaction(self) -> bool:
+        return self._held.completed
 
     @property
     def worker_id(self) -> str:
-        return self._worker.owner
+        return self._lease.owner
 
-    def _check(self) -> None:
-        if self.lost.is_set():
-            raise LeaseLost(f"job {self.job_id} lease lost (fence {self.fence})")
+    def ensure_lease(self) -> None:
+        """Call right before an external effect: raises :class:`~herald.errors.LeaseLost`
+        unless this attempt's lease was confirmed within R_self (no database round trip).
+        """
+        self._lease.vouch(self._held)
 
     async def heartbeat(self) -> None:
-        """Extend the lease now (the worker also does so on its own every lease/3)."""
-        self._check()
-        if not await self._worker.extend_lease(self.job_id, self.fence):
-            self.lost.set()
-            self._check()
+        """Extend the lease now (the worker also does so on its own every heartbeat)."""
+        await self._lease.extend(self._held)
 
     async def save_checkpoint(self, update: dict[str, Any], step: str | None = None) -> None:
         """Merge ``update`` into the checkpoint and save it, fenced."""
-        self._check()
         merged = {**self.checkpoint, **update}
         target_step = step if step is not None else self.step
-        saved = await self._worker.save_checkpoint(self.job_id, self.fence, target_step, merged)
-        if not saved:
-            self.lost.set()
-            self._check()
+        await self._lease.save_checkpoint(self._held, target_step, merged)
         self.checkpoint = merged
         self.step = target_step
 
@@ -78,48 +89,7 @@ class JobContext:
 
         Writes made on the yielded connection and the job's fenced completion commit
         as one: if the lease was lost meanwhile, everything rolls back and
-        :class:`LeaseLost` is raised, so the effect is recorded exactly once.
+        :class:`~herald.errors.LeaseLost` is raised, so the effect is recorded exactly once.
         """
-        self._check()
-        worker = self._worker
-        try:
-            async with worker.pool.connection() as conn:
-                try:
-                    async with conn.transaction():
-                        yield conn
-                        # Leave the heartbeat's set first: a heartbeat meeting our
-                        # uncommitted completion would take the job for lost. The lock
-                        # waits out a heartbeat in flight; it is not held to the commit,
-                        # so the worker's transactions commit concurrently.
-                        async with worker.lease_lock:
-                            self.finishing = True
-                        cur = conn.cursor(row_factory=dict_row)
-                        await cur.execute(
-                            sql.query("finish"),
-                            {
-                                "ids": [self.job_id],
-                                "fences": [self.fence],
-                                "outcomes": ["succeeded"],
-                                "delays": [None],
-                                "errors": [None],
-                                "results": [dump_result(result)],
-                                "owner": worker.owner,
-                            },
-                        )
-                        if await cur.fetchone() is None:
-                            raise _FenceRefused
-                    # Committed: from now on the worker must not heartbeat this job.
-                    self.completed_in_transaction = True
-                finally:
-                    self.finishing = False
-        except _FenceRefused:
-            # The refusal was rolled back with the effect: count it on its own.
-            self.lost.set()
-            await self._worker.record_stale_write(self.job_id, self.fence, "transaction")
-            raise LeaseLost(
-                f"job {self.job_id} lost its lease before its transaction committed"
-            ) from None
-
-
-class _FenceRefused(Exception):
-    """Internal: roll the handler's transaction back, its completion was refused."""
+        async with self._lease.transaction(self._held, result) as conn:
+            yield conn

@@ -54,33 +54,78 @@ def database_url(settings: Settings) -> str:
     return str(embedded_server(settings.data_dir).get_uri())
 
 
+# Dead links are noticed in seconds, not at the kernel's default of about two hours (idle)
+# or fifteen minutes (unacknowledged data): a silent link, a dead NAT entry, a lost host.
+# A URL's own values win. libpq applies them to TCP connections only.
+LINK_DEFAULTS = {
+    "connect_timeout": "5",
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",  # ms: data unacknowledged this long ends the connection
+}
+
+
 def conninfo(
-    url: str, schema: str, application_name: str = "herald", *, generic_plans: bool = False
+    url: str,
+    schema: str,
+    application_name: str = "herald",
+    *,
+    generic_plans: bool = False,
+    settings: Settings | None = None,
+    engine: bool = False,
+    pooled: bool = False,
 ) -> str:
     """A connection string that selects ``schema`` (then ``public``) for unqualified names.
 
     ``generic_plans`` makes prepared statements keep one plan instead of planning again
     for each call's values: right for a statement whose best plan never depends on its
     values or the table's size (the worker's claim), where planning costs more than
-    running on a quiet queue.
+    running on a quiet queue. ``engine`` marks the engine's own connections (claims,
+    heartbeats, outcomes): the server ends any statement of theirs that runs longer
+    than ``settings.statement_timeout``.
+
+    ``pooled`` (or ``settings.pooled``): through a pooler in transaction mode, which
+    refuses startup options: nothing is added to them, and the schema must be the
+    role's ``search_path`` (``ALTER ROLE ... SET search_path``).
     """
     params = conninfo_to_dict(url)
+    if pooled or (settings is not None and settings.pooled):
+        params.setdefault("application_name", application_name)
+        for name, value in LINK_DEFAULTS.items():
+            params.setdefault(name, value)
+        return make_conninfo("", **params)
     options = str(params.get("options") or "")
     options = f"{options} -c search_path={schema},public".strip()
     if generic_plans:
         options += " -c plan_cache_mode=force_generic_plan"
+    if engine and settings is not None:
+        options += f" -c statement_timeout={round(settings.statement_timeout * 1000)}"
     params["options"] = options
     params.setdefault("application_name", application_name)
+    for name, value in LINK_DEFAULTS.items():
+        params.setdefault(name, value)
     return make_conninfo("", **params)
 
 
-async def connect(info: str) -> AsyncConn:
-    """One autocommit connection returning rows as dicts."""
-    return await psycopg.AsyncConnection.connect(info, autocommit=True, row_factory=dict_row)
+async def connect(info: str, *, pooled: bool = False) -> AsyncConn:
+    """One autocommit connection returning rows as dicts.
+
+    ``pooled``: no server-side prepared statements (a pooler in transaction mode hands
+    each transaction to any server connection, where they do not exist).
+    """
+    return await psycopg.AsyncConnection.connect(
+        info, autocommit=True, row_factory=dict_row, prepare_threshold=_prepare(pooled)
+    )
+
+
+def _prepare(pooled: bool) -> int | None:
+    return None if pooled else 5  # psycopg's default threshold
 
 
 def make_pool(
-    info: str, size: int, name: str = "herald", *, check: bool = False
+    info: str, size: int, name: str = "herald", *, check: bool = False, pooled: bool = False
 ) -> AsyncConnectionPool[AsyncConn]:
     """A pool of autocommit dict-row connections; open it with ``await pool.open()``.
 
@@ -91,7 +136,7 @@ def make_pool(
         info,
         min_size=1,
         max_size=max(1, size),
-        kwargs={"autocommit": True, "row_factory": dict_row},
+        kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": _prepare(pooled)},
         connection_class=psycopg.AsyncConnection[Row],
         open=False,
         name=name,

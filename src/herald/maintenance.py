@@ -1,7 +1,8 @@
 """Recovery and housekeeping that every node may run at once (SKIP LOCKED, batches).
 
-* rescuer: running jobs whose lease expired go back to waiting, or are dead-lettered
-  once their attempts are spent. Nothing hangs.
+* rescuer: running jobs whose lease expired go back to waiting as suspects, or are
+  dead-lettered once their attempts are spent. Nothing hangs. An expiry costs an attempt
+  only to a job that was already a suspect (see rescue.sql: poison isolation).
 * pruner: finished jobs past their kind's retention are deleted in small batches;
   kinds that keep their records forever are left alone. The maintenance hooks of the
   layers above (see herald.hooks) prune their own state in the same pass: e.g. the
@@ -60,8 +61,10 @@ class Maintenance:
             if row["state"] == JobState.DEAD:
                 self.stats.rescued_dead += 1
                 log.warning("job %d dead-lettered: lease expired with no attempts left", row["id"])
+            elif row["charged"]:
+                log.info("job %d rescued after its lease expired (attempt charged)", row["id"])
             else:
-                log.info("job %d rescued after its lease expired", row["id"])
+                log.info("job %d rescued after its lease expired (a suspect now)", row["id"])
         self.stats.rescued += len(rows)
         return len(rows)
 

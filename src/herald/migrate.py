@@ -181,11 +181,15 @@ async def _current_schema(conn: AsyncConn) -> str | None:
 
 
 async def migrate(
-    conn: AsyncConn, schema: str, only: Collection[str] | None = None
+    conn: AsyncConn, schema: str, only: Collection[str] | None = None, *, pooled: bool = False
 ) -> list[Migration]:
     """Bring ``schema`` up to date; returns what was applied (empty when current).
 
-    ``only`` names the components to migrate (with what they require; None: all)."""
+    ``only`` names the components to migrate (with what they require; None: all).
+    ``pooled``: through a pooler in transaction mode: everything in one transaction,
+    under a transaction-scoped lock, with the schema set for that transaction only."""
+    if pooled:
+        return await _migrate_in_one_transaction(conn, schema, only)
     # Lock first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide in the catalog.
     await conn.execute(queries.query("migrations_lock"), {"schema": schema})
     try:
@@ -196,15 +200,33 @@ async def migrate(
         todo = await pending(conn, only)
         for migration in todo:
             async with conn.transaction():
-                await conn.execute(sql.SQL(migration.body))
-                await conn.execute(
-                    queries.query("migrations_record"),
-                    {
-                        "version": migration.version,
-                        "name": migration.name,
-                        "checksum": migration.checksum,
-                    },
-                )
+                await _apply(conn, migration)
         return todo
     finally:
         await conn.execute(queries.query("migrations_unlock"), {"schema": schema})
+
+
+async def _migrate_in_one_transaction(
+    conn: AsyncConn, schema: str, only: Collection[str] | None
+) -> list[Migration]:
+    async with conn.transaction():
+        await conn.execute(queries.query("migrations_xact_lock"), {"schema": schema})
+        await conn.execute(
+            queries.query_with_identifiers("migrations_create_schema", schema=schema)
+        )
+        await conn.execute(
+            queries.query_with_identifiers("migrations_local_search_path", schema=schema)
+        )
+        await conn.execute(queries.query("migrations_bootstrap"))
+        todo = await pending(conn, only)
+        for migration in todo:
+            await _apply(conn, migration)
+        return todo
+
+
+async def _apply(conn: AsyncConn, migration: Migration) -> None:
+    await conn.execute(sql.SQL(migration.body))
+    await conn.execute(
+        queries.query("migrations_record"),
+        {"version": migration.version, "name": migration.name, "checksum": migration.checksum},
+    )

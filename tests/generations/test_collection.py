@@ -51,6 +51,7 @@ async def test_the_output_of_an_attempt_still_running_is_kept(
             "limit": 1,
             "owner": "a-worker",
             "lease_s": 60,
+            "suspects": 1,
         },
     )
     [claimed] = await cur.fetchall()  # running under fence 1, as a worker would hold it

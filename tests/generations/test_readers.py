@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 PUBLICATIONS = 100
 
 
+@pytest.mark.timeout(600)  # 100 builds one after the other, on a loaded host
 async def test_readers_see_whole_generations_only(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:

@@ -270,10 +270,12 @@ async def test_a_slow_provider_times_out_and_is_retried() -> None:
 async def test_a_slow_drip_is_cut_by_the_total_deadline() -> None:
     sink = Collector()
     async with Sandbox() as sandbox:
-        url = sandbox.feed_url("f", plans=100, drip_bytes=2000, drip_interval=0.05)
-        with pytest.raises(PartialFetch, match=r"deadline of 0\.8 s passed"):
+        # About ten seconds of drip: the deadline cuts it after some batches arrived,
+        # with room for a loaded machine to deliver the first ones late.
+        url = sandbox.feed_url("f", plans=1000, drip_bytes=2000, drip_interval=0.05)
+        with pytest.raises(PartialFetch, match=r"deadline of 2\.5 s passed"):
             await fetch_snapshot(
-                url, "event-plans", sink, policy=policy(deadline=0.8, batch_size=2)
+                url, "event-plans", sink, policy=policy(deadline=2.5, batch_size=2)
             )
     assert sink.batches
 
@@ -281,7 +283,8 @@ async def test_a_slow_drip_is_cut_by_the_total_deadline() -> None:
 async def test_a_deadline_passed_before_any_batch_is_reported_as_such() -> None:
     async with Sandbox() as sandbox:
         url = sandbox.feed_url("f", plans=100, latency=2)
-        with pytest.raises(DeadlineExceeded, match=r"deadline of 0\.3 s passed during attempt 1"):
+        # (On a loaded machine the deadline can pass before the attempt's request.)
+        with pytest.raises(DeadlineExceeded, match=r"deadline of 0\.3 s passed"):
             await fetch_snapshot(url, "event-plans", Collector(), policy=policy(deadline=0.3))
 
 

@@ -62,6 +62,7 @@ def test_the_social_commands_link_post_list_and_rotate(
     assert main(["social", "link", "--provider", "mastodon", "--name", "m", "--page-id", "1"]) == 2
 
 
+@pytest.mark.slow
 async def test_a_low_remaining_quota_pauses_the_account_for_every_worker(
     settings: Settings, sandbox_factory: object
 ) -> None:

@@ -51,6 +51,7 @@ async def test_transient_faults_retry_and_every_post_appears_exactly_once(
     assert all(len(p["media"]) == 1 for p in sandbox.posts("mastodon"))
 
 
+@pytest.mark.slow  # the proofs show the same with real processes
 async def test_a_400_dead_letters_at_attempt_one_and_a_replay_after_the_fix_publishes_once(
     settings: Settings, sandbox: Sandbox
 ) -> None:

@@ -70,7 +70,7 @@ class Generations:
 
     @staticmethod
     def pool(ctx: JobContext) -> AsyncConnectionPool[AsyncConn]:
-        return ctx._worker.pool
+        return ctx.pool
 
     def build_kind(self, purpose: str) -> str:
         return BACKFILL if purpose == "backfill" else BUILD

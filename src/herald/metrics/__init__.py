@@ -174,6 +174,8 @@ class _WorkerCollector(Collector):
         ("cancelled", "Jobs cancelled by their handler"),
         ("lease_lost", "Handlers stopped because their lease was lost"),
         ("stale_writes", "Writes of this worker refused by the fence"),
+        ("self_fenced", "Handlers cancelled: lease unconfirmed for R_self by the worker's clock"),
+        ("loop_blocked", "Times the event loop was blocked past a quarter of the lease"),
     )
 
     def __init__(self) -> None:

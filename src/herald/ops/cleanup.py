@@ -87,8 +87,10 @@ class CleanupRunner:
     @classmethod
     async def open(cls, app: Herald, settings: Settings, **options: Any) -> CleanupRunner:
         """A runner with a small pool of its own (close it with :meth:`close`)."""
-        info = conninfo(database_url(settings), settings.schema, "herald-cleanup")
-        pool = make_pool(info, 2, name="herald-cleanup")
+        info = conninfo(
+            database_url(settings), settings.schema, "herald-cleanup", settings=settings
+        )
+        pool = make_pool(info, 2, name="herald-cleanup", pooled=settings.pooled)
         await pool.open(wait=True)
         runner = cls(app, pool, **options)
         runner._own_pool = pool

@@ -116,8 +116,10 @@ class Housekeeper:
     @classmethod
     async def open(cls, app: Herald, settings: Settings, **options: Any) -> Housekeeper:
         """A housekeeper with a small pool of its own (close it with :meth:`close`)."""
-        info = conninfo(database_url(settings), settings.schema, "herald-housekeeping")
-        pool = make_pool(info, 2, name="herald-housekeeping")
+        info = conninfo(
+            database_url(settings), settings.schema, "herald-housekeeping", settings=settings
+        )
+        pool = make_pool(info, 2, name="herald-housekeeping", pooled=settings.pooled)
         await pool.open(wait=False)
         keeper = cls(app, settings, pool, **options)
         keeper._own_pool = True

@@ -54,7 +54,7 @@ def _check_key(key: object) -> str:
 
 def _pool_of(source: JobContext | Source) -> Source:
     if isinstance(source, JobContext):
-        return source._worker.pool  # the worker's pool: no connection of the handler's
+        return source.pool  # the worker's pool: no connection of the handler's
     return source
 
 

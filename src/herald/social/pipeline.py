@@ -219,7 +219,7 @@ class _Job:
 def worker_pool(ctx: JobContext) -> AsyncConnectionPool[AsyncConn]:
     """The running worker's pool (as :mod:`herald.ops.limits` uses it): no connection
     is opened per job."""
-    return ctx._worker.pool
+    return ctx.pool
 
 
 def error_text(error: SocialError) -> str:

@@ -31,7 +31,7 @@ async def _providers(caller: Caller) -> list[Row]:
         return await list_providers(conn)
 
 
-@router.get("/ingest")
+@router.get("/ingestion")
 async def ingestion(request: Request, caller: Signed) -> Response:
     provider = text(request.query_params, "provider", 128)
     async with caller.state.client.pool.connection() as conn:
@@ -39,7 +39,7 @@ async def ingestion(request: Request, caller: Signed) -> Response:
         runs = await inspect.list_runs(conn, provider, limit=50)
     return await render(
         request,
-        "ingest/ingest.html",
+        "ingest/ingestion.html",
         caller,
         providers=providers,
         runs=runs,
@@ -48,7 +48,7 @@ async def ingestion(request: Request, caller: Signed) -> Response:
     )
 
 
-@router.get("/ingest/runs/{run_id}")
+@router.get("/ingestion/runs/{run_id}")
 async def run(run_id: str, request: Request, caller: Signed) -> Response:
     chosen = identifier(run_id, "run id")
     async with caller.state.client.pool.connection() as conn:
@@ -68,7 +68,7 @@ async def run(run_id: str, request: Request, caller: Signed) -> Response:
     )
 
 
-@router.get("/ingest/quarantine")
+@router.get("/ingestion/quarantine")
 async def quarantine(request: Request, caller: Signed) -> Response:
     params = request.query_params
     provider = text(params, "provider", 128)
@@ -87,7 +87,7 @@ async def quarantine(request: Request, caller: Signed) -> Response:
     )
 
 
-@router.get("/ingest/providers/{name}")
+@router.get("/ingestion/providers/{name}")
 async def provider(name: str, request: Request, caller: Signed) -> Response:
     found = [p for p in await _providers(caller) if p["name"] == name]
     if not found:
@@ -110,6 +110,6 @@ extension = ConsoleExtension(
     name="ingest",
     router=router,
     templates=resources.files("herald.ingest") / "console_templates",
-    nav=(NavEntry("Ingestion", "/ingest", order=60),),
+    nav=(NavEntry("Ingestion", "/ingestion", order=60),),
     actions=ACTIONS,
 )

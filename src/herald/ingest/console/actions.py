@@ -60,7 +60,7 @@ async def _fetch(caller: Caller, target: str, reason: str, params: Mapping[str, 
 
 
 def _back(targets: Sequence[str]) -> str:
-    return f"/ingest/providers/{targets[0]}" if len(targets) == 1 else "/ingest"
+    return f"/ingestion/providers/{targets[0]}" if len(targets) == 1 else "/ingestion"
 
 
 ACTIONS = (

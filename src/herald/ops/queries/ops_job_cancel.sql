@@ -5,6 +5,7 @@ SET state = 'cancelled',
     fence = CASE WHEN state = 'running' THEN fence + 1 ELSE fence END,
     lease_owner = NULL,
     lease_expires_at = NULL,
+    strikes = 0,
     finished_at = herald_now(),
     errors = herald_append_error(errors, jsonb_build_object(
                  'at', herald_now(), 'attempt', attempt, 'kind', 'cancelled',

@@ -4,18 +4,27 @@
 -- The clock is read once (MATERIALIZED), not evaluated again for every row.
 -- Only kinds this worker knows are claimed: during a rolling deploy an older worker
 -- leaves a new kind's jobs to the workers that can run them.
-WITH clock AS MATERIALIZED (SELECT herald_now() AS now), next AS (
-    SELECT c.id
+-- Poison isolation: the batch holds at most `suspects` suspects (strikes = 2), 0 or 1: a
+-- worker holds one suspect at a time, so the death of its worker can be charged to it.
+WITH clock AS MATERIALIZED (SELECT herald_now() AS now), candidates AS (
+    SELECT c.id, c.priority, c.run_at,
+           row_number() OVER (PARTITION BY c.strikes = 2
+                              ORDER BY c.priority DESC, c.run_at, c.id) AS nth,
+           c.strikes = 2 AS suspect
     FROM unnest(%(queues)s::text[]) AS q(name)
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM jobs
+        SELECT id, priority, run_at, strikes FROM jobs
         WHERE state = 'waiting' AND queue = q.name AND run_at <= herald_now()
           AND kind = ANY(%(kinds)s::text[])
+          AND (strikes < 2 OR %(suspects)s::int > 0)
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) c
-    ORDER BY c.priority DESC, c.run_at, c.id
+), next AS (
+    SELECT id FROM candidates
+    WHERE NOT suspect OR nth <= %(suspects)s::int
+    ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
 )
 UPDATE jobs j
@@ -28,4 +37,4 @@ SET state = 'running',
 FROM next, clock clk
 WHERE j.id = next.id
 RETURNING j.id, j.kind, j.queue, j.key, j.version, j.payload, j.priority, j.attempt,
-          j.max_attempts, j.fence, j.step, j.checkpoint
+          j.max_attempts, j.fence, j.step, j.checkpoint, j.strikes = 2 AS suspect

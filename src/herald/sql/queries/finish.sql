@@ -33,6 +33,7 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
                       ELSE herald_append_error(j.errors, i.error || jsonb_build_object(
                                'at', clk.now, 'attempt', j.attempt)) END,
         result = coalesce(i.result, j.result),
+        strikes = 0,  -- the attempt ended by itself: it did not take its worker down
         lease_owner = NULL,
         lease_expires_at = NULL,
         finished_at = CASE WHEN i.outcome IN ('succeeded', 'dead', 'cancelled')

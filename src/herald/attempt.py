@@ -1,0 +1,89 @@
+"""One attempt: run a job's handler (or its pipeline's remaining steps) and turn how it
+ended into the outcome to record.
+
+A return is a success; what a handler raises says what to do next (:mod:`herald.errors`);
+any other exception and a timeout are retryable failures. A lost lease records nothing:
+the attempt's result belongs to nobody any more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from herald.context import JobContext
+from herald.encoding import dump_result
+from herald.errors import Cancel, LeaseLost, Permanent, Retry, Snooze
+from herald.outcomes import SHUTDOWN_ERROR, Outcome, encode_error
+from herald.registry import Herald, Kind, call
+
+log = logging.getLogger(__name__)
+
+
+async def run_attempt(app: Herald, ctx: JobContext, payload: dict[str, Any]) -> Outcome | None:
+    """Run the attempt to its end; None when there is nothing to record."""
+    job, fence = ctx.job_id, ctx.fence
+    try:
+        kind = app.kind(ctx.kind)
+        if kind.timeout is None:
+            result = await _run_steps(kind, ctx, payload)
+        else:
+            async with asyncio.timeout(kind.timeout):
+                result = await _run_steps(kind, ctx, payload)
+        if ctx.completed_in_transaction:
+            return None
+        return Outcome(job, fence, "succeeded", result=dump_result(result))
+    except asyncio.CancelledError:
+        if ctx.lease_lost:
+            return None
+        # Cancelled by shutdown: hand the job back now rather than wait for the rescuer.
+        return Outcome(job, fence, "retry", delay=0.0, error=SHUTDOWN_ERROR)
+    except LeaseLost:
+        return None
+    except Snooze as exc:
+        return Outcome(job, fence, "snooze", delay=exc.seconds)
+    except Permanent as exc:
+        log.warning("job %d (%s) failed permanently: %s", job, ctx.kind, exc)
+        return Outcome(job, fence, "dead", error=encode_error("permanent", exc))
+    except Cancel as exc:
+        return Outcome(job, fence, "cancelled", error=encode_error("cancelled", exc))
+    except Retry as exc:
+        delay = exc.delay if exc.delay is not None else _backoff(app, ctx)
+        return Outcome(job, fence, "retry", delay=delay, error=encode_error("retry", exc))
+    except TimeoutError as exc:
+        error = encode_error("timeout", exc, "handler timed out")
+        return Outcome(job, fence, "retry", delay=_backoff(app, ctx), error=error)
+    except Exception as exc:  # any unexpected exception is a retryable failure
+        # The traceback goes to the log only: the API shows type and message.
+        log.warning("job %d (%s) failed: %r", job, ctx.kind, exc, exc_info=exc)
+        error = encode_error("exception", exc)
+        return Outcome(job, fence, "retry", delay=_backoff(app, ctx), error=error)
+
+
+def _backoff(app: Herald, ctx: JobContext) -> float:
+    try:
+        return app.kind(ctx.kind).backoff.delay(ctx.attempt)
+    except Exception:
+        return 1.0
+
+
+async def _run_steps(kind: Kind, ctx: JobContext, payload: dict[str, Any]) -> Any:
+    for gate in kind.gates.values():  # may raise Snooze: not an attempt
+        await gate(ctx.pool, ctx, payload)
+    if not kind.pipeline:
+        step = kind.steps[0]
+        return await call(step.handler, step.is_async, ctx, payload)
+    start = kind.first_step_index(ctx.step)
+    result: Any = None
+    for index in range(start, len(kind.steps)):
+        step = kind.steps[index]
+        ctx.step = step.name
+        result = await call(step.handler, step.is_async, ctx, payload)
+        update = result if isinstance(result, dict) else {}
+        if index + 1 < len(kind.steps):
+            # Progress is durable before the next step starts: a retry resumes there.
+            await ctx.save_checkpoint(update, step=kind.steps[index + 1].name)
+        else:
+            ctx.checkpoint = {**ctx.checkpoint, **update}
+    return result
