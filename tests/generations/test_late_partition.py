@@ -17,11 +17,12 @@ async def test_the_partition_that_finished_twice(settings: Settings, tmp_path: P
     trace = await late_partition.replay(settings, tmp_path, generation_before=41, lease=2.0)
     logs = "see the worker logs under " + str(tmp_path)
     assert trace.current["generation"] == 42, logs
-    # Generation 42 is run 771's retry: the same job, the next attempt and fence.
+    # Generation 42 is run 771's retry: the same job under the next fence. The expiry of
+    # the stopped worker's lease was not charged as an attempt (poison isolation).
     winner = trace.winner
     assert winner["run_id"] == REPAIR_RUN
     assert winner["job_id"] == trace.repair_job["job_id"]
-    assert winner["attempt"] == 2 and winner["fence"] == 2
+    assert winner["attempt"] == 1 and winner["fence"] == 2
     assert winner["reason_code"] == "base_current"
     assert len(trace.current["manifest_ids"]) == 2  # original inputs + the late file
     assert trace.current["row_count"] == 45

@@ -52,6 +52,7 @@ class Trace:
     daily_partition: Row = field(default_factory=dict)
     orphans: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
+    self_fenced: list[str] = field(default_factory=list)
     zombie_candidates: int = 0
     events: list[Row] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
@@ -79,6 +80,7 @@ class _Workers:
     def __init__(self, env: dict[str, str], log_dir: Path) -> None:
         self.env, self.log_dir = env, log_dir
         self.procs: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = []
+        self.logs: dict[int, Path] = {}
 
     def start(self, name: str) -> subprocess.Popen[bytes]:
         log = (self.log_dir / f"{name}.log").open("wb")
@@ -100,6 +102,7 @@ class _Workers:
             stderr=subprocess.STDOUT,
         )
         self.procs.append((proc, log))
+        self.logs[proc.pid] = self.log_dir / f"{name}.log"
         return proc
 
     def by_pid(self, pid: int) -> subprocess.Popen[bytes]:
@@ -213,7 +216,7 @@ async def _play(
     note(f"09:00 readers of orders/{PARTITION} see generation {generation}")
     late = await land("orders-2026-07-14-late.jsonl", orders(40, 5))
     note(f"09:05 a late file lands: manifest {late['id']} (5 records)")
-    (pauses / f"run-{REPAIR_RUN}-attempt-1").touch()
+    (pauses / f"run-{REPAIR_RUN}-fence-1").touch()
     await records.plan_run(
         gens,
         conn,
@@ -256,7 +259,13 @@ async def _play(
     note(f"09:20 the stopped worker resumes and tries to report run {REPAIR_RUN}")
     job = await one(conn, "generations_run_partitions", {"run_id": REPAIR_RUN})
     assert job is not None
-    await _until(lambda: _refusals(conn, job["job_id"]), 60, "the zombie's report")
+    zombie_log = workers.logs[paused.pid]
+
+    async def zombie_report() -> list[str]:
+        return await _refusals(conn, job["job_id"]) or await _self_fenced(zombie_log)
+
+    await _until(zombie_report, 60, "the zombie's report")
+    trace.self_fenced = await _self_fenced(zombie_log)
 
 
 async def _exists(path: Path) -> bool:
@@ -266,6 +275,17 @@ async def _exists(path: Path) -> bool:
 async def _settled(conn: AsyncConn, run_id: int) -> bool:
     run = await one(conn, "generations_run_get", {"id": run_id})
     return run is not None and run["state"] == "settled"
+
+
+async def _self_fenced(log: Path) -> list[str]:
+    """On waking, the zombie's own clock finds its lease unconfirmed and cancels the
+    handler before it reports anything: a refusal that never reached the database."""
+    text = await asyncio.to_thread(log.read_text, errors="replace")
+    return [
+        "handler cancelled by its own worker: " + line.split(": ", 1)[-1]
+        for line in text.splitlines()
+        if "cancelling its handler" in line
+    ]
 
 
 async def _refusals(conn: AsyncConn, job_id: int) -> list[str]:
@@ -302,7 +322,7 @@ async def _read_back(gens: Any, conn: AsyncConn, trace: Trace) -> None:
     trace.orphans = [
         p for p in gens.store.attempt_outputs("orders", PARTITION) if p not in registered
     ]
-    trace.refusals = await _refusals(conn, trace.repair_job["job_id"])
+    trace.refusals = await _refusals(conn, trace.repair_job["job_id"]) + trace.self_fenced
     trace.zombie_candidates = sum(
         1 for c in candidates if c["job_id"] == trace.repair_job["job_id"] and c["fence"] == 1
     )

@@ -4,7 +4,7 @@
 Run its workers with ``herald --app herald.generations.sample:app worker``. The transform
 can be made to pause a worker process (SIGSTOP, as a long GC pause or a frozen VM
 would) after an attempt wrote its output and before it registers it: create the file
-``$HERALD_GENERATIONS_PAUSE_DIR/run-<run>-attempt-<attempt>``. That is how the demo plays
+``$HERALD_GENERATIONS_PAUSE_DIR/run-<run>-fence-<fence>``. That is how the demo plays
 "the worker loses its lease after writing output but before reporting completion".
 """
 
@@ -57,9 +57,11 @@ def pause_if_asked(attempt: Attempt) -> None:
     folder = os.environ.get(PAUSE_DIR_VARIABLE)
     if not folder:
         return
-    gate = Path(folder) / f"run-{attempt.run_id}-attempt-{attempt.attempt}"
+    # Keyed on the fence, which every claim moves on: a rescued job's retry may keep its
+    # attempt number (an expiry is not always charged), never its fence.
+    gate = Path(folder) / f"run-{attempt.run_id}-fence-{attempt.fence}"
     if gate.exists():
-        (Path(folder) / f"paused-{attempt.run_id}-{attempt.attempt}").write_text(
+        (Path(folder) / f"paused-{attempt.run_id}-{attempt.fence}").write_text(
             f"{os.getpid()} {attempt.location}\n"
         )
         os.kill(os.getpid(), signal.SIGSTOP)  # the whole process stops: no heartbeats
