@@ -295,6 +295,15 @@ class Harness:
         chosen = [s.index for s in slots if s.pid in candidates] or [s.index for s in slots]
         return self.rng.choice(sorted(chosen))
 
+    async def wait_holding(self, slot: int, within: float) -> bool:
+        """Wait until the worker in ``slot`` holds a running job (False after ``within``)."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if self.supervisor.slots[slot].pid in await self._pids("holding_pids"):
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
     async def kill_storm(
         self, duration: float, every: float, victims: Supervisor | None = None
     ) -> None:

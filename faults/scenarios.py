@@ -151,7 +151,7 @@ async def _silent_link(h: Harness, p: Plan) -> None:
 
     async def cut_one() -> None:
         await asyncio.sleep(p.window / 4)
-        await h.pick_worker(holding=True)  # wait until workers hold jobs
+        await h.wait_holding(0, within=p.window)  # the cut must catch worker 0 holding jobs
         link.cut()
         h.event("cut", h.supervisor.slots[0].pid, "worker 0: link silent")
         await asyncio.sleep(p.hold)
@@ -159,10 +159,16 @@ async def _silent_link(h: Harness, p: Plan) -> None:
         h.event("restore", h.supervisor.slots[0].pid, "worker 0: link back")
         h.notes["restored"] = time.time()
         h.notes["cut_pid"] = h.supervisor.slots[0].pid
+        # Fresh work once the link is back, more than the other workers can hold: on a
+        # quiet machine they may have drained the whole load while worker 0 was cut off,
+        # and the scenario checks that worker 0 is back at work.
+        await h.enqueue(h.jobs(3 * p.workers * p.concurrency, p.durations))
 
     try:
         await _with_load(h, p, cut_one())
-        await asyncio.sleep(3 * h.timing.poll)  # the cut-off worker back at work
+        # Everything finishes before the link closes for good: a job worker 0 held then
+        # would be orphaned by the harness, not by the fault.
+        await h.drain(p.drain)
     finally:
         h.notes["link_closing"] = True
         await link.close()
