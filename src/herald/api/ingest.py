@@ -224,6 +224,7 @@ Limit = Annotated[int | None, Query(ge=1, le=500)]
 
 
 @router.get("/search", responses=responses(400, 401, 403, 503), tags=["search"])
+@router.get("/v1/search", responses=responses(400, 401, 403, 503), tags=["search"])
 async def search(
     request: Request,
     _: Reader,
@@ -232,18 +233,6 @@ async def search(
     cursor: Cursor = None,
     limit: Limit = None,
 ) -> dict[str, Any]:
-    """Plans ever online that start and end inside [starts_at, ends_at], by start time."""
-    return await _search(request, starts_at, ends_at, cursor, limit)
-
-
-@router.get("/v1/search", responses=responses(400, 401, 403, 503), tags=["search"])
-async def search_v1(
-    request: Request,
-    _: Reader,
-    starts_at: StartsAt = None,
-    ends_at: EndsAt = None,
-    cursor: Cursor = None,
-    limit: Limit = None,
-) -> dict[str, Any]:
-    """The same as ``GET /search``."""
+    """Plans ever online that start and end inside [starts_at, ends_at], by start time
+    (the same route under ``/v1``)."""
     return await _search(request, starts_at, ends_at, cursor, limit)
