@@ -182,7 +182,7 @@ async def test_users_and_scopes_follow_the_rest_of_the_api(service: Service) -> 
     linked = await service.link("webhook", user_id=created.json()["id"])
     assert linked["user_id"] == created.json()["id"] and linked["owner"] == "admin"
     health = await service.http.get("/health")
-    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert health.status_code == 200 and health.json()["status"] == "ready"
 
 
 async def test_rotated_keys_still_decrypt_and_re_encrypting_moves_every_token_to_the_newest(

@@ -29,6 +29,13 @@ async def healthz() -> dict[str, str]:
     responses=responses(503),
     response_model=None,
 )
+# The social gateway's reference API names the same check /health.
+@router.get(
+    "/health",
+    summary="The database is reachable and its schema is current (as /readyz)",
+    responses=responses(503),
+    response_model=None,
+)
 async def readyz(request: Request, state: State) -> dict[str, Any] | JSONResponse:
     try:
         async with state.client.pool.connection(timeout=5.0) as conn:

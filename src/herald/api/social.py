@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import psycopg
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
@@ -104,16 +103,6 @@ def _service(service: Annotated[str, Path(pattern=r"^[a-z][a-z0-9_]{0,49}$")]) -
 
 def status_url(job_id: int) -> str:
     return f"/jobs/{job_id}"
-
-
-@router.get("/health", tags=["health"], summary="The gateway and its database are up")
-async def health(state: State) -> dict[str, Any]:
-    try:
-        async with state.client.pool.connection(timeout=5.0) as conn:
-            await conn.execute("SELECT 1")
-    except (psycopg.Error, OSError) as exc:
-        raise Problem(503, "unavailable", f"database unreachable: {type(exc).__name__}") from None
-    return {"status": "ok", "database": "ok"}
 
 
 @router.post(
