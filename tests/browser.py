@@ -183,3 +183,12 @@ def click(driver: Any, css: str) -> None:
         except (StaleElementReferenceException, IndexError):
             time.sleep(0.1)
     raise AssertionError(f"{css} kept being replaced (or never appeared)")
+
+
+def sign_in(driver: Any, token: str) -> None:
+    """Sign in on the sign-in page and wait until the browser has left it: a ``get``
+    issued while the form's redirect is still in flight can lose to that redirect."""
+    wait("the sign-in page", lambda: driver.title.startswith("Sign in"))
+    driver.find_element("id", "api-key").send_keys(token)
+    driver.find_element("css selector", "form button[type=submit]").click()
+    wait("the sign-in to finish", lambda: not driver.title.startswith("Sign in"))

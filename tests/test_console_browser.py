@@ -22,7 +22,7 @@ from herald.api import create_key
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.schedules import ScheduleSpec, create_schedule
-from tests.browser import chromium, click, page_text, screenshot, serve_up, wait
+from tests.browser import chromium, click, page_text, screenshot, serve_up, sign_in, wait
 from tests.eventually import eventually
 from tests.support import APP
 
@@ -43,12 +43,6 @@ def _wait(what: str, check: Callable[[], Any], within: float = 30.0) -> Any:
 
 def _visible_text(driver: Any) -> str:
     return page_text(driver)
-
-
-def _sign_in(driver: Any, token: str) -> None:
-    assert driver.title.startswith("Sign in")
-    driver.find_element("id", "api-key").send_keys(token)
-    driver.find_element("css selector", "form button[type=submit]").click()
 
 
 def _confirm(driver: Any, reason: str) -> None:
@@ -81,7 +75,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
         with chromium() as driver:
             d: Any = driver
             d.get(f"{url}/ui/dead-letters")
-            _sign_in(d, ops)  # back to the page asked for
+            sign_in(d, ops)  # back to the page asked for
             _wait("the dead letters page", lambda: d.title.startswith("Dead letters"))
             assert "upstream not ready" in _visible_text(d)
             click(d, f"#dl-{dead_id}")
@@ -127,7 +121,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
 
             d.find_element("xpath", "//button[normalize-space()='Sign out']").click()
             _wait("the sign-in page", lambda: d.title.startswith("Sign in"))
-            _sign_in(d, viewer)
+            sign_in(d, viewer)
             d.get(f"{url}/ui/dead-letters")
             assert "upstream not ready" in _visible_text(d)
             assert d.find_elements("css selector", "input[name=target]") == []

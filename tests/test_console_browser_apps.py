@@ -22,7 +22,7 @@ from herald.client import open_connection
 from herald.config import Settings
 from herald.ingest.providers import ProviderSpec, save_provider
 from herald.ops.audit import Note
-from tests.browser import chromium, click, page_text, screenshot, serve_up, wait
+from tests.browser import chromium, click, page_text, screenshot, serve_up, sign_in, wait
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -37,11 +37,6 @@ def _confirm(driver: Any, reason: str) -> None:
     assert "What will happen" in page_text(driver)
     driver.find_element("id", "reason").send_keys(reason)
     driver.find_element("xpath", "//button[starts-with(normalize-space(), 'Confirm')]").click()
-
-
-def _sign_in(driver: Any, token: str) -> None:
-    driver.find_element("id", "api-key").send_keys(token)
-    driver.find_element("css selector", "form button[type=submit]").click()
 
 
 async def test_operator_fetches_a_provider_and_disconnects_an_account(
@@ -89,7 +84,7 @@ async def test_operator_fetches_a_provider_and_disconnects_an_account(
     with chromium() as driver:
         d: Any = driver
         d.get(f"{url}/ui/ingestion")
-        _sign_in(d, ops)
+        sign_in(d, ops)
         wait("the ingestion page", lambda: d.title.startswith("Ingestion"))
         if shots:
             screenshot(d, Path(shots) / "ingestion-desktop.png", 1280, 900)
@@ -137,7 +132,7 @@ async def test_operator_fetches_a_provider_and_disconnects_an_account(
 
         d.find_element("xpath", "//button[normalize-space()='Sign out']").click()
         wait("the sign-in page", lambda: d.title.startswith("Sign in"))
-        _sign_in(d, viewer)
+        sign_in(d, viewer)
         for path in ("/ui/ingestion", "/ui/ingestion/providers/city-events", "/ui/social"):
             d.get(url + path)
             assert "Fetch now" not in page_text(d) and "Disconnect" not in page_text(d)

@@ -16,7 +16,7 @@ import pytest
 from herald.api import create_key
 from herald.client import Client, open_connection
 from herald.config import Settings
-from tests.browser import chromium, click, page_text, serve_up, wait
+from tests.browser import chromium, click, page_text, serve_up, sign_in, wait
 from tests.support import APP
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -34,12 +34,6 @@ def _wait(what: str, check: Callable[[], Any], within: float = 30.0) -> Any:
 
 def _text(driver: Any) -> str:
     return page_text(driver)
-
-
-def _sign_in(driver: Any, token: str) -> None:
-    assert driver.title.startswith("Sign in")
-    driver.find_element("id", "api-key").send_keys(token)
-    driver.find_element("css selector", "form button[type=submit]").click()
 
 
 def _tile(driver: Any, label: str) -> int:
@@ -69,7 +63,7 @@ async def test_overview_and_lists_follow_the_engine_without_a_reload(
         with chromium() as driver:
             d: Any = driver
             d.get(f"{url}/ui/")
-            _sign_in(d, ops)
+            sign_in(d, ops)
             _wait("the overview", lambda: d.title.startswith("Overview"))
             d.execute_script("window.heraldMarker = 'same page';")
             assert _tile(d, "dead letters") == 0
@@ -129,7 +123,7 @@ async def test_without_script_the_console_is_plain_pages(
         with chromium(javascript=False) as driver:
             d: Any = driver
             d.get(f"{url}/ui/dead-letters")
-            _sign_in(d, ops)
+            sign_in(d, ops)
             _wait("the dead letters page", lambda: d.title.startswith("Dead letters"))
             # The script never ran: what it would show stays hidden.
             assert not d.find_element("css selector", "[data-live-toggle]").is_displayed()
