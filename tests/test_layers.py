@@ -56,7 +56,9 @@ CORE_MODULES = {
     "herald.tables",
     "herald.worker",
 }
-SERVICE_PACKAGES = {"herald.ops", "herald.schedules"}
+# generations is the publication contract applications build on (the catalog publishes
+# its versions as generations), so it sits with the services.
+SERVICE_PACKAGES = {"herald.ops", "herald.schedules", "herald.generations"}
 # Everything a process or a person talks to: HTTP, the console, the command line, metrics.
 ADAPTER_MODULES = {
     "herald.api",
@@ -91,14 +93,14 @@ def _within(module: str, prefix: str) -> bool:
 def layer_of(module: str) -> int:
     if module in CORE_MODULES or any(_within(module, m) for m in CORE_MODULES - {"herald"}):
         return CORE
-    if any(_within(module, p) for p in SERVICE_PACKAGES):
-        return SERVICES
     if any(_within(module, m) for m in ADAPTER_MODULES):
         return ADAPTERS
     parts = module.split(".")
     if len(parts) >= 3 and parts[2] in ADAPTER_PLUGS:
         return ADAPTERS
-    return APPLICATIONS  # herald.<application>: catalog, ingest, social, generations...
+    if any(_within(module, p) for p in SERVICE_PACKAGES):
+        return SERVICES
+    return APPLICATIONS  # herald.<application>: catalog, ingest, social...
 
 
 def _imports(module: str, path: Path, known: set[str]) -> Iterator[str]:

@@ -60,7 +60,9 @@ def test_demo_publishes_the_sample_dataset(env: dict[str, str]) -> None:
     assert sorted(r[1] for r in rows) == ["csv", "json", "xml"]
     for name, _ext, records, size, sha256 in rows:  # what it prints is what it wrote
         assert records == "20,000"
-        written = (data / "exports" / "city-measurements" / "v1" / name).read_bytes()
+        # the version's files are in the folder of the attempt that published them
+        (written_at,) = (data / "exports" / "city-measurements" / "v1").glob(f"job-*/{name}")
+        written = written_at.read_bytes()
         assert int(size.replace(",", "")) == len(written)
         assert sha256 == hashlib.sha256(written).hexdigest()
     assert "high tier): conforms, 0 finding(s)" in out

@@ -74,8 +74,8 @@ class Catalog:
 
     def entry_versions(self) -> list[str]:
         rows = self.store.select(
-            f"SELECT ?d ?v WHERE {{ GRAPH <{ENTRY}> "
-            "{ ?d <http://www.w3.org/ns/dcat#version> ?v } }"
+            f"SELECT ?v WHERE {{ GRAPH <{ENTRY}> "
+            f"{{ <{ENTRY}#dataset> <http://www.w3.org/ns/dcat#version> ?v }} }}"
         )
         return sorted(r["v"] for r in rows)
 
@@ -160,7 +160,8 @@ async def test_rejected_metadata_fails_at_once_and_cleanup_removes_the_files(
         letter = await cur.fetchone()
     assert letter is not None and letter["cleanup_state"] == "pending"
     produced = sorted(f["key"] for f in letter["cleanup"]["files"])
-    assert produced == [f"{DATASET_ID}/v2/{DATASET_ID}.{ext}" for ext in ("csv", "json", "xml")]
+    folder = f"{DATASET_ID}/v2/job-{bad.id}-fence-1"  # the attempt's own folder
+    assert produced == [f"{folder}/{DATASET_ID}.{ext}" for ext in ("csv", "json", "xml")]
     assert all(catalog.files.exists(key) for key in produced)
 
     # ... and the cleanup runner removes exactly those files, once and for all.

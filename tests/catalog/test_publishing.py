@@ -12,6 +12,7 @@ from rdflib import Graph, Literal, URIRef
 from rdflib.namespace import DCTERMS, FOAF, XSD
 
 from herald.catalog.datasets import Dataset
+from herald.catalog.errors import ExportConflict
 from herald.catalog.metadata import DCAT, SPDX, render_catalog
 from herald.catalog.publishing import (
     CatalogSettings,
@@ -103,15 +104,22 @@ def test_what_readers_get_from_the_store_is_what_is_validated(tmp_path: Path) ->
     store.close()
 
 
-def test_a_retried_export_replaces_an_interrupted_attempts_files(tmp_path: Path) -> None:
+def test_a_retried_export_writes_its_own_files_beside_an_interrupted_attempts(
+    tmp_path: Path,
+) -> None:
     dataset = Dataset(BASIC_DATASET, {"type": "generated", "count": 100})
     files = LocalExportStore(tmp_path / "exports")
-    upload = files.begin("measures/v1/measures.json")  # an earlier attempt got this far
+    upload = files.begin("measures/v1/job-7-fence-1/measures.json")  # attempt 1 got this far
     upload.write(b"[")
     upload.commit()
-    result = export_version(dataset, 1, files, SourceAccess(tmp_path))
+    result = export_version(dataset, 1, files, SourceAccess(tmp_path), attempt="job-7-fence-2")
     assert [f.record_count for f in result.files] == [100, 100, 100]
-    assert files.size("measures/v1/measures.json") == result.files[0].byte_size
+    assert files.size("measures/v1/job-7-fence-2/measures.json") == result.files[0].byte_size
+    # An attempt never overwrites another's bytes: attempt 1's file is as it left it.
+    with files.open("measures/v1/job-7-fence-1/measures.json") as earlier:
+        assert earlier.read() == b"["
+    with pytest.raises(ExportConflict, match="immutable"):
+        export_version(dataset, 1, files, SourceAccess(tmp_path), attempt="job-7-fence-2")
 
 
 def test_an_entry_missing_a_mandatory_property_is_rejected_for_good(tmp_path: Path) -> None:

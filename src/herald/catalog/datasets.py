@@ -119,6 +119,8 @@ class VersionRecord:
     published_at: dt.datetime | None
     deleted_at: dt.datetime | None
     files: tuple[FileRecord, ...] = field(default=())
+    run_id: int | None = None  # its generations run, once its publication started
+    generation: int | None = None  # the generation it was published as
     # The exported columns: {"name": ..., "xml_name": ...} (xml_name where it differs).
     columns: tuple[dict[str, str], ...] = field(default=())
     # What the publication job shows now (None when the job was not read or is gone).
@@ -314,6 +316,8 @@ def _version(row: Row, files: Sequence[FileRecord] = ()) -> VersionRecord:
         published_at=row["published_at"],
         deleted_at=row["deleted_at"],
         files=tuple(files),
+        run_id=row.get("run_id"),
+        generation=row.get("generation"),
         columns=tuple(row.get("columns") or ()),
         job_state=JobState(row["job_state"]) if row.get("job_state") else None,
         job_step=row.get("job_step"),

@@ -30,6 +30,7 @@ VCARD = Namespace("http://www.w3.org/2006/vcard/ns#")
 LOCN = Namespace("http://www.w3.org/ns/locn#")
 DCATAP = Namespace("http://data.europa.eu/r5r/")
 ADMS = Namespace("http://www.w3.org/ns/adms#")
+PROV = Namespace("http://www.w3.org/ns/prov#")
 GSP = Namespace("http://www.opengis.net/ont/geosparql#")
 EU_LANGUAGE = "http://publications.europa.eu/resource/authority/language/"
 SHA256 = SPDX.checksumAlgorithm_sha256
@@ -43,6 +44,8 @@ PREFIXES = {
     "vcard": VCARD,
     "locn": LOCN,
     "dcatap": DCATAP,
+    "adms": ADMS,
+    "prov": PROV,
     "xsd": XSD,
 }
 
@@ -143,6 +146,36 @@ class DatasetInfo:
 
 
 @dataclass(frozen=True)
+class Lineage:
+    """How a version was produced: its generations run, read from ``source``."""
+
+    run: int
+    source: str  # what the records were read from, fit to publish
+    started: dt.datetime
+    ended: dt.datetime
+
+
+@dataclass(frozen=True)
+class PublishedVersion:
+    """One published version (a generation) as the entry links it."""
+
+    version: int
+    generation: int
+    files: Sequence[ExportedFile]
+    published: dt.datetime
+    record_count: int
+    lineage: Lineage
+
+    @property
+    def notes(self) -> str:
+        return (
+            f"Version {self.version}: generation {self.generation} of the dataset, "
+            f"{self.record_count} records exported from {self.lineage.source} by "
+            f"publication run {self.lineage.run}."
+        )
+
+
+@dataclass(frozen=True)
 class CatalogUrls:
     """Where catalog resources live, from one configurable public base URL.
 
@@ -175,6 +208,10 @@ class CatalogUrls:
 
     def version(self, dataset_id: str, version: int) -> str:
         return f"{self.entry_graph(dataset_id)}/versions/{version}"
+
+    def version_dataset(self, dataset_id: str, version: int) -> str:
+        """The dataset as it was at ``version`` (a dcat:Dataset, version of the dataset)."""
+        return f"{self.version(dataset_id, version)}#dataset"
 
     def distribution(self, dataset_id: str, version: int, fmt: str) -> str:
         return f"{self.version(dataset_id, version)}#{fmt}"
@@ -306,18 +343,95 @@ def render_entry(
     urls: CatalogUrls,
     issued: dt.datetime,
     modified: dt.datetime,
+    versions: Sequence[PublishedVersion] = (),
 ) -> Graph:
     """One dataset entry: the dataset at ``version``, its distributions, and its link
-    from the catalog. ``issued`` is the first publication, ``modified`` this version's."""
+    from the catalog. ``issued`` is the first publication, ``modified`` this version's.
+    ``versions`` are its published versions (this one included), linked as DCAT 3
+    versions with their lineage."""
     if version < 1:
         raise MetadataError(f"version must be a positive integer, got {version}")
     graph = new_graph()
     w = _Writer(graph)
     node = URIRef(urls.dataset(dataset.id))
     graph.add((URIRef(urls.catalog), DCAT.dataset, node))
-    graph.add((node, RDF.type, DCAT.Dataset))
     graph.add((node, DCTERMS.identifier, Literal(dataset.id)))
     graph.add((node, DCAT.version, Literal(str(version))))
+    _describe(w, node, dataset, urls)
+    w.when(node, DCTERMS.issued, issued)
+    w.when(node, DCTERMS.modified, modified)
+    for file in files:
+        _distribution(w, node, dataset, version, file, urls, modified)
+    _versions(w, node, dataset, versions, urls)
+    return graph
+
+
+def _versions(
+    w: _Writer,
+    node: URIRef,
+    dataset: DatasetInfo,
+    versions: Sequence[PublishedVersion],
+    urls: CatalogUrls,
+) -> None:
+    """DCAT 3 versioning: the dataset has each published version (a dcat:Dataset of its
+    own, with its files, notes and lineage), the highest as its current version, and each
+    version names the one before it."""
+    g = w.g
+    previous: URIRef | None = None
+    ordered = sorted(versions, key=lambda v: v.version)
+    for published in ordered:
+        vnode = URIRef(urls.version_dataset(dataset.id, published.version))
+        g.add((node, DCAT.hasVersion, vnode))
+        g.add((vnode, DCAT.isVersionOf, node))
+        g.add((vnode, DCTERMS.identifier, Literal(f"{dataset.id}/versions/{published.version}")))
+        g.add((vnode, DCAT.version, Literal(str(published.version))))
+        g.add((vnode, ADMS.versionNotes, Literal(published.notes)))
+        _describe(w, vnode, dataset, urls)
+        w.when(vnode, DCTERMS.issued, published.published)
+        w.when(vnode, DCTERMS.modified, published.published)
+        for file in published.files:
+            _distribution(w, vnode, dataset, published.version, file, urls, published.published)
+        if previous is not None:
+            g.add((vnode, DCAT.previousVersion, previous))
+        _lineage(w, vnode, dataset, published, urls)
+        previous = vnode
+    if previous is not None:
+        g.add((node, DCAT.hasCurrentVersion, previous))
+
+
+def _lineage(
+    w: _Writer, vnode: URIRef, dataset: DatasetInfo, published: PublishedVersion, urls: CatalogUrls
+) -> None:
+    """PROV-O: the version was generated by its publication run, which used the source;
+    the source is the version's dct:source."""
+    g = w.g
+    base = urls.version(dataset.id, published.version)
+    activity, source = URIRef(f"{base}#generation"), URIRef(f"{base}#source")
+    lineage = published.lineage
+    g.add((vnode, PROV.wasGeneratedBy, activity))
+    g.add((activity, RDF.type, PROV.Activity))
+    g.add((activity, DCTERMS.identifier, Literal(f"run {lineage.run}")))
+    g.add((activity, PROV.used, source))
+    w.when(activity, PROV.startedAtTime, lineage.started)
+    w.when(activity, PROV.endedAtTime, lineage.ended)
+    g.add((vnode, DCTERMS.source, source))
+    g.add((source, RDF.type, DCAT.Dataset))
+    g.add((source, RDF.type, PROV.Entity))
+    name = dataset.title.strip() or dataset.id
+    g.add((source, DCTERMS.title, Literal(f"Source of {name}")))
+    g.add(
+        (
+            source,
+            DCTERMS.description,
+            Literal(f"The records of version {published.version} were read from {lineage.source}."),
+        )
+    )
+
+
+def _describe(w: _Writer, node: URIRef, dataset: DatasetInfo, urls: CatalogUrls) -> None:
+    """What the dataset and each of its versions state alike."""
+    graph = w.g
+    graph.add((node, RDF.type, DCAT.Dataset))
     w.text(node, DCTERMS.title, dataset.title)
     w.text(node, DCTERMS.description, dataset.description)
     if dataset.publisher is not None:
@@ -341,11 +455,6 @@ def render_entry(
         w.license(node, dataset.license)
     if dataset.landing_page:
         w.document(node, DCAT.landingPage, dataset.landing_page, "landing page")
-    w.when(node, DCTERMS.issued, issued)
-    w.when(node, DCTERMS.modified, modified)
-    for file in files:
-        _distribution(w, node, dataset, version, file, urls, modified)
-    return graph
 
 
 def _contact(graph: Graph, node: URIRef, dataset: DatasetInfo, urls: CatalogUrls) -> None:

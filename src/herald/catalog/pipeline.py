@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 
 from herald import sql
 from herald.catalog import datasets as registry
-from herald.catalog import undo
+from herald.catalog import undo, versions
 from herald.catalog.admission import (
     DELETE_VERSION,
     PUBLISH,
@@ -56,6 +56,7 @@ from herald.config import Settings
 from herald.context import JobContext
 from herald.db import AsyncConn
 from herald.errors import Permanent
+from herald.generations.records import current_generation
 from herald.registry import Herald
 
 __all__ = [
@@ -94,6 +95,7 @@ def register_catalog(
     ``catalog`` defaults to :meth:`CatalogSettings.from_env`.
     """
     runtime = CatalogRuntime(settings, catalog or CatalogSettings.from_env())
+    runtime.generations = versions.attach(app, settings, runtime.export_store)
     attach_runtime(app, runtime)
     # Internal kinds: a publication or a deletion is requested through the catalog's own
     # routes, which check the dataset and version first, never as a raw job.
@@ -148,6 +150,7 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
             # Admitted by a schedule, which enqueues the job alone.
             await create_version(conn, dataset_id, version, ctx.job_id)
         await registry.set_version_job(conn, dataset_id, version, ctx.job_id)
+        await versions.ensure_run(conn, dataset_id, version, ctx.job_id, dataset.source)
         record = await registry.get_version(conn, dataset_id, version)
         assert record is not None
         if record.state in (VersionState.REQUESTED, VersionState.EXPORTING):
@@ -168,6 +171,7 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
             runtime.source_access,
             heartbeat.progress,
             cancellation,
+            attempt=versions.attempt_folder(ctx.job_id, ctx.fence),
         )
     except asyncio.CancelledError:
         # The attempt stopped (cancelled, timed out, lease lost). The thread cannot be
@@ -212,10 +216,11 @@ async def _fail(
 ) -> None:
     """Show the version failed at once (its job fails for good right after)."""
     await ctx.heartbeat()  # only while this attempt still holds the job (LeaseLost)
-    async with runtime.connection() as conn:
+    async with runtime.connection() as conn, conn.transaction():
         await registry.transition(
             conn, dataset_id, ctx.version, VersionState.FAILED, validation=validation, error=error
         )
+        await versions.abandon(conn, dataset_id, ctx.version, error)
 
 
 def _expected_records(dataset: Dataset) -> int | None:
@@ -287,9 +292,30 @@ async def _persist_data(
         dataset = await _load(conn, dataset_id)
         catalog_issued, now = await _publication_times(conn)
         issued = await _first_issued(conn, dataset_id) or now
+        history = await versions.history(conn, dataset_id)
+        record = await registry.get_version(conn, dataset_id, version)
+        assert record is not None and record.run_id is not None
+        generation = await current_generation(conn, versions.GEN_DATASET, dataset_id) + 1
+    this = versions.pending_version(
+        version,
+        generation,
+        result.files,
+        result.record_count,
+        record.run_id,
+        dataset.source,
+        record.created_at,
+        now,
+    )
     try:
         entry = await asyncio.to_thread(
-            build_entry, dataset, version, result, runtime.catalog.urls, issued, now
+            build_entry,
+            dataset,
+            version,
+            result,
+            runtime.catalog.urls,
+            issued,
+            now,
+            [*history, this],
         )
     except MetadataRejected as exc:
         await _fail(runtime, ctx, dataset_id, str(exc), exc.report.to_dict())
@@ -308,7 +334,23 @@ async def _persist_data(
         await _fail(runtime, ctx, dataset_id, str(exc), exc.report.to_dict())
         raise
     notify(ProgressEvent(dataset_id, version, "persist_data", 2, 3))
+    gens = runtime.generations
+    assert gens is not None
     async with ctx.transaction({"version": version, "validation": report}) as conn:
+        # The files are this attempt's (from its checkpoint): recorded under its fence.
+        await registry.record_files(conn, dataset_id, version, result.files)
+        await versions.publish(
+            gens,
+            conn,
+            ctx,
+            dataset_id=dataset_id,
+            version=version,
+            run_id=record.run_id,
+            files=result.files,
+            record_count=result.record_count,
+            validation=report,
+            source=dataset.source,
+        )
         await registry.transition(
             conn,
             dataset_id,

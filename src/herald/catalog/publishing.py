@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rdflib import Graph
@@ -26,6 +26,7 @@ from herald.catalog.metadata import (
     Concept,
     License,
     Location,
+    PublishedVersion,
     language,
     render_catalog,
     render_entry,
@@ -159,15 +160,16 @@ def export_version(
     access: SourceAccess,
     progress: Progress | None = None,
     cancellation: Cancellation | None = None,
+    *,
+    attempt: str | None = None,
 ) -> ExportResult:
-    """get_data: stream the dataset's source into ``<id>/v<version>/<id>.{json,xml,csv}``.
+    """get_data: stream the source into ``<id>/v<version>[/<attempt>]/<id>.{json,xml,csv}``.
 
-    Files left by an earlier, interrupted attempt at this version (never published)
-    are removed first, so a retry produces complete files of its own.
+    ``attempt`` names the attempt's own folder (see
+    :func:`herald.catalog.versions.attempt_prefix`): an attempt never overwrites or
+    removes another's files, and a retry writes complete files of its own.
     """
-    prefix = version_prefix(dataset.id, version)
-    for key in store.list(prefix):
-        store.delete(key)
+    prefix = version_prefix(dataset.id, version) + (f"/{attempt}" if attempt else "")
     source = source_from_spec(dataset.source, access, cancellation)
     return export_records(source, store, prefix, dataset.id, progress=progress)
 
@@ -197,6 +199,7 @@ def build_entry(
     urls: CatalogUrls,
     issued: dt.datetime,
     modified: dt.datetime,
+    versions: Sequence[PublishedVersion] = (),
 ) -> Entry:
     """persist_data, first half: render the entry and validate it at the dataset's tier.
 
@@ -204,7 +207,7 @@ def build_entry(
     is checked by :func:`check_catalog`. Raises :class:`MetadataRejected` (a permanent
     failure carrying the readable report) when the entry does not conform.
     """
-    graph = render_entry(dataset.info, version, result.files, urls, issued, modified)
+    graph = render_entry(dataset.info, version, result.files, urls, issued, modified, versions)
     report = validate(graph, dataset.tier)
     if not report.conforms:
         raise MetadataRejected(report)

@@ -20,6 +20,7 @@ from herald.catalog.store import LocalExportStore
 from herald.catalog.triplestore import OxigraphStore, TripleStore
 from herald.config import Settings
 from herald.db import AsyncConn, connect, conninfo, database_url
+from herald.generations.shared import Generations
 from herald.registry import Herald
 
 
@@ -71,6 +72,7 @@ class CatalogRuntime:
     settings: Settings
     catalog: CatalogSettings
     observers: list[ProgressObserver] = field(default_factory=list)
+    generations: Generations | None = None  # the publisher of versions as generations
     _conninfo: str | None = None
     _triple_store: TripleStore | None = None
 

@@ -22,6 +22,7 @@ from rdflib import Graph
 
 from herald import sql
 from herald.catalog import datasets as registry
+from herald.catalog import versions
 from herald.catalog.datasets import VersionState
 from herald.catalog.export import version_prefix
 from herald.catalog.runtime import CatalogRuntime
@@ -96,6 +97,7 @@ async def compensate(runtime: CatalogRuntime, dead_letter: dict[str, Any]) -> No
                         VersionState.FAILED,
                         error=_last_error(dead_letter),
                     )
+                    await versions.abandon(conn, dataset_id, version, _last_error(dead_letter))
         if produced.get("entry_written"):
             graph = runtime.catalog.urls.entry_graph(dataset_id)
             shown = await asyncio.to_thread(entry_version, runtime.triple_store, graph)

@@ -282,7 +282,13 @@ async def _prepublication_failures(
         )
     # The bytes are read and checked off the event loop (they may be large).
     loop = asyncio.get_running_loop()
-    failures += await loop.run_in_executor(None, _verify_bytes, gen, candidate, expectations(ds))
+    verifier = gen.verifiers.get(candidate["dataset"])
+    if verifier is not None:
+        failures += await loop.run_in_executor(None, verifier, candidate)
+    else:
+        failures += await loop.run_in_executor(
+            None, _verify_bytes, gen, candidate, expectations(ds)
+        )
     return failures
 
 

@@ -55,5 +55,11 @@ class Definitions:
         self.known[key] = definition
         return definition
 
+    def extend(self, other: Definitions) -> None:
+        """Add every definition of ``other`` (none may be registered already)."""
+        if other is not self:
+            for definition in other.known.values():
+                self.add(definition)
+
     def get(self, dataset: str, version: str) -> Definition | None:
         return self.known.get((dataset, version))

@@ -185,6 +185,7 @@ async def plan_run(
                 "reason": reason,
                 "backfill_id": backfill_id,
                 "rebased_from": rebased_from,
+                "live_source": None,
             },
         )
         assert run is not None
@@ -201,6 +202,68 @@ async def plan_run(
                 {"run_id": run["id"], "partition": partition, "job_id": job.id},
             )
     return run
+
+
+async def declare_live_run(
+    conn: AsyncConn,
+    *,
+    dataset_name: str,
+    partition: str,
+    definition_version: str,
+    live_source: dict[str, Any],
+    job_id: int,
+    requested_by: str,
+    reason: str,
+) -> Row:
+    """Declare a one-partition run whose task is a job the caller already has (an
+    application's own pipeline, e.g. a catalog publication) and which reads a live
+    source instead of input manifests. Planned against the partition's current
+    generation; policy ``discard``: it never replaces a generation planned after it."""
+    base = await current_generation(conn, dataset_name, partition)
+    async with conn.transaction():
+        run = await one(
+            conn,
+            "generations_run_insert",
+            {
+                "id": None,
+                "dataset": dataset_name,
+                "purpose": "scheduled",
+                "definition_version": definition_version,
+                "manifest_ids": [],
+                "partitions": [partition],
+                "intent": "publish",
+                "policy": "discard",
+                "base_generations": json.dumps({partition: base}),
+                "requested_by": requested_by,
+                "reason": reason,
+                "backfill_id": None,
+                "rebased_from": None,
+                "live_source": json.dumps(live_source),
+            },
+        )
+        assert run is not None
+        await one(
+            conn,
+            "generations_run_partition_insert",
+            {"run_id": run["id"], "partition": partition, "job_id": job_id},
+        )
+    return run
+
+
+async def settle_failed(conn: AsyncConn, run_id: int, partition: str, detail: str) -> None:
+    """Settle a run's partition whose task failed for good (nothing was registered)."""
+    await one(
+        conn,
+        "generations_run_partition_set",
+        {
+            "run_id": run_id,
+            "partition": partition,
+            "state": "failed",
+            "detail": detail,
+            "candidate_id": None,
+        },
+    )
+    await one(conn, "generations_run_settle", {"run_id": run_id})
 
 
 async def run_status(conn: AsyncConn, run_id: int) -> Row:

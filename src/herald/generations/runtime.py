@@ -36,11 +36,47 @@ from herald.registry import Herald
 
 
 def install(app: Herald, definitions: Definitions, settings: Settings | None = None) -> Generations:
-    """Register the application's kinds and duties on ``app``; returns what they share."""
-    gens = Generations(app, definitions, settings)
+    """Register the application's kinds and duties on ``app``; returns what they share.
+
+    On an app where :func:`publisher` already put the delivery kind (the catalog's), the
+    build kinds and duties join it."""
+    gens = installed(app)
+    if gens is None:
+        gens = Generations(app, definitions, settings)
+        _register_delivery(gens)
+        _INSTALLED[id(app)] = gens
+    else:
+        gens.definitions.extend(definitions)
+        if settings is not None:
+            gens.use(settings)
     _register(gens)
+    return gens
+
+
+def publisher(app: Herald, settings: Settings | None = None) -> Generations:
+    """What an application that publishes its own outputs as generations needs (the
+    catalog): the coordinator's shared state and the delivery kind of the outbox, with
+    no build kinds. Returns the one already on ``app`` if there is one."""
+    gens = installed(app)
+    if gens is not None:
+        return gens
+    gens = Generations(app, Definitions(), settings)
+    _register_delivery(gens)
     _INSTALLED[id(app)] = gens
     return gens
+
+
+def _register_delivery(gens: Generations) -> None:
+    @gens.app.task(
+        DELIVER,
+        queue=DELIVER_QUEUE,
+        max_attempts=8,
+        timeout=60,
+        backoff=Backoff(base=0.5, factor=3.0, cap=600.0),
+        api_scope=None,
+    )
+    async def deliver(ctx: JobContext, payload: dict[str, Any]) -> Any:
+        return await outbox.deliver(gens, ctx, payload)
 
 
 def _register(gens: Generations) -> None:
@@ -57,17 +93,6 @@ def _register(gens: Generations) -> None:
         await backfill.throttle(gens, ctx, payload)
         return await build.build(gens, ctx, payload)
 
-    @gens.app.task(
-        DELIVER,
-        queue=DELIVER_QUEUE,
-        max_attempts=8,
-        timeout=60,
-        backoff=Backoff(base=0.5, factor=3.0, cap=600.0),
-        api_scope=None,
-    )
-    async def deliver(ctx: JobContext, payload: dict[str, Any]) -> Any:
-        return await outbox.deliver(gens, ctx, payload)
-
     @gens.app.duty("generations.orphan_collection", every=600.0)
     async def collect_orphans() -> None:
         await collect_once(gens)
@@ -77,4 +102,4 @@ def _register(gens: Generations) -> None:
         await expire(gens)
 
 
-__all__ = ["Generations", "install", "installed"]
+__all__ = ["Generations", "install", "installed", "publisher"]

@@ -6,12 +6,14 @@ every handler module) so that those modules can name it without an import cycle.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import Client
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn, conninfo, database_url
+from herald.db import AsyncConn, Row, conninfo, database_url
 from herald.generations.definitions import Definitions
 from herald.generations.store import Store, root
 from herald.registry import Herald
@@ -25,6 +27,11 @@ DELIVER_QUEUE = "generations.deliver"
 
 
 _INSTALLED: dict[int, Generations] = {}
+
+# Checks a candidate's stored output before publication; the failures found (none: it
+# passes). A dataset whose output is not one JSON lines file (the catalog's exports)
+# declares its own.
+Verifier = Callable[[Row], list[str]]
 
 
 def installed(app: Herald) -> Generations | None:
@@ -43,6 +50,7 @@ class Generations:
         self._settings = settings
         self._store: Store | None = None
         self._admitter: Client | None = None
+        self.verifiers: dict[str, Verifier] = {}
 
     @property
     def settings(self) -> Settings:
