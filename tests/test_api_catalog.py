@@ -324,7 +324,10 @@ async def test_publish_download_republish_catalog_and_sparql(api: Api, tmp_path:
     assert refused.status_code == 406 and refused.headers["content-type"].startswith(PROBLEM)
 
     # SPARQL: reads answer, updates are refused and change nothing.
-    select = f"SELECT ?d ?v WHERE {{ GRAPH ?g {{ ?d <{DCAT}version> ?v }} }}"
+    # (the catalog's datasets: their versions have a dcat:version of their own)
+    select = (
+        f"SELECT ?d ?v WHERE {{ GRAPH ?g {{ ?c <{DCAT}dataset> ?d . ?d <{DCAT}version> ?v }} }}"
+    )
     by_get = await api.http.get("/v1/sparql", params={"query": select}, headers=api.auth("read"))
     by_post = await api.http.post("/v1/sparql", data={"query": select}, headers=api.auth("read"))
     for r in (by_get, by_post):

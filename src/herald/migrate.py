@@ -181,15 +181,22 @@ async def _current_schema(conn: AsyncConn) -> str | None:
 
 
 async def migrate(
-    conn: AsyncConn, schema: str, only: Collection[str] | None = None, *, pooled: bool = False
+    conn: AsyncConn,
+    schema: str,
+    only: Collection[str] | None = None,
+    *,
+    pooled: bool = False,
+    upto: int | None = None,
 ) -> list[Migration]:
     """Bring ``schema`` up to date; returns what was applied (empty when current).
 
     ``only`` names the components to migrate (with what they require; None: all).
     ``pooled``: through a pooler in transaction mode: everything in one transaction,
-    under a transaction-scoped lock, with the schema set for that transaction only."""
+    under a transaction-scoped lock, with the schema set for that transaction only.
+    ``upto``: apply no migration numbered above it (a schema as an older release left
+    it, for upgrade tests)."""
     if pooled:
-        return await _migrate_in_one_transaction(conn, schema, only)
+        return await _migrate_in_one_transaction(conn, schema, only, upto)
     # Lock first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide in the catalog.
     await conn.execute(queries.query("migrations_lock"), {"schema": schema})
     try:
@@ -197,7 +204,7 @@ async def migrate(
             queries.query_with_identifiers("migrations_create_schema", schema=schema)
         )
         await conn.execute(queries.query("migrations_bootstrap"))
-        todo = await pending(conn, only)
+        todo = _upto(await pending(conn, only), upto)
         for migration in todo:
             async with conn.transaction():
                 await _apply(conn, migration)
@@ -206,8 +213,12 @@ async def migrate(
         await conn.execute(queries.query("migrations_unlock"), {"schema": schema})
 
 
+def _upto(todo: list[Migration], upto: int | None) -> list[Migration]:
+    return todo if upto is None else [m for m in todo if m.version <= upto]
+
+
 async def _migrate_in_one_transaction(
-    conn: AsyncConn, schema: str, only: Collection[str] | None
+    conn: AsyncConn, schema: str, only: Collection[str] | None, upto: int | None
 ) -> list[Migration]:
     async with conn.transaction():
         await conn.execute(queries.query("migrations_xact_lock"), {"schema": schema})
@@ -218,7 +229,7 @@ async def _migrate_in_one_transaction(
             queries.query_with_identifiers("migrations_local_search_path", schema=schema)
         )
         await conn.execute(queries.query("migrations_bootstrap"))
-        todo = await pending(conn, only)
+        todo = _upto(await pending(conn, only), upto)
         for migration in todo:
             await _apply(conn, migration)
         return todo

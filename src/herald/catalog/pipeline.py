@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 
 from herald import sql
 from herald.catalog import datasets as registry
-from herald.catalog import undo, versions
+from herald.catalog import entries, undo, versions
 from herald.catalog.admission import (
     DELETE_VERSION,
     PUBLISH,
@@ -122,6 +122,7 @@ def register_catalog(
     @app.duty("catalog.reconcile", every=RECONCILE_EVERY)
     async def reconcile() -> None:
         await undo.reconcile(runtime)
+        await entries.refresh_outdated(runtime)
 
     @app.duty("catalog.sweep", every=SWEEP_EVERY)
     async def sweep() -> None:
@@ -269,12 +270,6 @@ def progress(done: int, total: int | None) -> dict[str, Any]:
     return {"records_done": done, "records_total": total}
 
 
-async def _first_issued(conn: AsyncConn, dataset_id: str) -> dt.datetime | None:
-    versions = await registry.list_versions(conn, dataset_id)
-    published = [v.published_at for v in versions if v.published_at is not None]
-    return min(published) if published else None
-
-
 async def _persist_data(
     runtime: CatalogRuntime, ctx: JobContext, dataset_id: str
 ) -> dict[str, Any]:
@@ -291,7 +286,7 @@ async def _persist_data(
     async with runtime.connection() as conn:
         dataset = await _load(conn, dataset_id)
         catalog_issued, now = await _publication_times(conn)
-        issued = await _first_issued(conn, dataset_id) or now
+        issued = await versions.first_issued(conn, dataset_id) or now
         history = await versions.history(conn, dataset_id)
         record = await registry.get_version(conn, dataset_id, version)
         assert record is not None and record.run_id is not None

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from herald import sql
+from herald.catalog import datasets as registry
 from herald.catalog.export import ExportedFile
 from herald.catalog.metadata import Lineage, PublishedVersion
 from herald.catalog.store import ExportStore
@@ -208,6 +209,13 @@ def verify_candidate(store: ExportStore, candidate: Row) -> list[str]:
         if digest.hexdigest() != f["sha256"]:
             failures.append(f"{f['name']}: the stored bytes differ from the registered SHA-256")
     return failures
+
+
+async def first_issued(conn: AsyncConn, dataset_id: str) -> dt.datetime | None:
+    """When the dataset was first published (its entry's dct:issued), if ever."""
+    found = await registry.list_versions(conn, dataset_id)
+    published = [v.published_at for v in found if v.published_at is not None]
+    return min(published) if published else None
 
 
 async def history(conn: AsyncConn, dataset_id: str) -> list[PublishedVersion]:

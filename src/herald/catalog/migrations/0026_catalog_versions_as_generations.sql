@@ -105,3 +105,9 @@ BEGIN
 END $$;
 ALTER TABLE gen_candidates ENABLE TRIGGER gen_candidates_guard;
 
+
+-- Entries written before versions were linked are described again, with their version
+-- links and lineage, by the catalog.reconcile duty (herald.catalog.entries).
+ALTER TABLE datasets ADD COLUMN entry_outdated boolean NOT NULL DEFAULT false;
+UPDATE datasets d SET entry_outdated = true
+WHERE EXISTS (SELECT 1 FROM dataset_versions v WHERE v.dataset_id = d.id AND v.state = 'published');
