@@ -13,7 +13,7 @@ from rdflib.namespace import DCTERMS, RDF
 from herald.catalog import datasets as registry
 from herald.catalog import versions
 from herald.catalog.metadata import ADMS, DCAT, PROV
-from herald.catalog.pipeline import request_publication
+from herald.catalog.pipeline import request_deletion, request_publication
 from herald.catalog.triplestore import export_catalog
 from herald.db import Row
 from herald.errors import Retry
@@ -157,3 +157,23 @@ async def test_a_candidate_whose_files_changed_is_not_published(catalog: Catalog
         f"{candidate['lineage']['files'][0]['name']}: the stored bytes differ from the "
         "registered SHA-256"
     ]
+
+
+async def test_a_deleted_version_is_no_longer_linked_from_the_entry(catalog: Catalog) -> None:
+    await catalog.register(dataset(count=10))
+    for _ in range(3):
+        admitted = await request_publication(catalog.client, DATASET_ID)
+        assert (await catalog.run_until_finished(admitted.id))["state"] == "succeeded"
+    deletion = await request_deletion(catalog.client, DATASET_ID, 2)
+    assert (await catalog.run_until_finished(deletion.id))["state"] == "succeeded"
+    graph = _served(catalog)
+    node = URIRef(URLS.dataset(DATASET_ID))
+    v1, v3 = (URIRef(URLS.version_dataset(DATASET_ID, n)) for n in (1, 3))
+    assert set(graph.objects(node, DCAT.hasVersion)) == {v1, v3}
+    assert graph.value(v3, DCAT.previousVersion) == v1
+    assert graph.value(node, DCAT.hasCurrentVersion) == v3
+    # The generation stays in the partition's history: publications are immutable.
+    rows = await _rows(
+        catalog, "SELECT generation FROM gen_current WHERE partition = %s", DATASET_ID
+    )
+    assert [r["generation"] for r in rows] == [3]

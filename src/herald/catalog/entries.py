@@ -4,7 +4,8 @@ Entries written before versions became generations describe the current version 
 After the migration (0026 marks their datasets ``entry_outdated``) the ``catalog.reconcile``
 duty renders each again from its published versions, files and runs: the same
 description, now with the DCAT 3 version links and the lineage of every version. It is
-validated as readers get it before the mark is cleared.
+validated as readers get it before the mark is cleared. A deleted version is no longer
+linked from the entry the same way (its deletion marks the entry).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ async def refresh_entry(runtime: CatalogRuntime, conn: AsyncConn, dataset_id: st
     shows (None: nothing published, nothing written)."""
     dataset = await registry.get_dataset(conn, dataset_id)
     history = await versions.history(conn, dataset_id)
-    if dataset is None or not history:
+    if dataset is None or not history:  # no entry to describe (a deletion removed it)
+        await mark(conn, dataset_id, outdated=False)
         return None
     current = history[-1]
     issued = await versions.first_issued(conn, dataset_id) or current.published
@@ -46,6 +48,13 @@ async def refresh_entry(runtime: CatalogRuntime, conn: AsyncConn, dataset_id: st
         {"dataset_id": dataset_id, "version": current.version, "metadata": entry.turtle},
     )
     return current.version
+
+
+async def mark(conn: AsyncConn, dataset_id: str, *, outdated: bool = True) -> None:
+    """Have the entry described again by the next pass (or no longer)."""
+    await conn.execute(
+        sql.query("catalog_entry_mark"), {"dataset_id": dataset_id, "outdated": outdated}
+    )
 
 
 async def refresh_outdated(runtime: CatalogRuntime, limit: int = 20) -> int:

@@ -22,7 +22,7 @@ from rdflib import Graph
 
 from herald import sql
 from herald.catalog import datasets as registry
-from herald.catalog import versions
+from herald.catalog import entries, versions
 from herald.catalog.datasets import VersionState
 from herald.catalog.export import version_prefix
 from herald.catalog.runtime import CatalogRuntime
@@ -188,4 +188,12 @@ async def delete_version(
     async with ctx.transaction(outcome) as tx:
         await registry.forget_files(tx, dataset_id, version)
         await registry.transition(tx, dataset_id, version, VersionState.DELETED)
+        # The entry still links the deleted version: describe it again (the duty
+        # does, should this process stop before it has).
+        await entries.mark(tx, dataset_id)
+    try:
+        async with runtime.connection() as conn:
+            await entries.refresh_entry(runtime, conn, dataset_id)
+    except Exception as exc:  # left marked: the catalog.reconcile duty retries it
+        log.warning("describing %s again after a deletion failed: %s", dataset_id, exc)
     return outcome
