@@ -17,12 +17,14 @@ from herald.db import AsyncConn, connect, conninfo
 from herald.generations import sample
 from herald.generations.runtime import Generations
 from herald.generations.store import ROOT_VARIABLE
+from herald.ops.crypto import KEYS_VARIABLE, TokenCipher
 from tests.generations.helpers import setup
 
 
 @pytest.fixture
 def gens(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Generations:
     monkeypatch.setenv(ROOT_VARIABLE, str(tmp_path / "store"))
+    monkeypatch.setenv(KEYS_VARIABLE, TokenCipher.generate_key())  # webhook secrets sealed
     sample.gens.use(settings)
     return sample.gens
 

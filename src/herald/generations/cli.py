@@ -1,4 +1,5 @@
-"""``herald generations``: a partition's view, safe actions, runs, the feed, quarantine.
+"""``herald generations``: a partition's view, safe actions, runs, the feed, quarantine,
+backfills, and sealing webhook secrets under the newest key.
 
 Actions need ``--reason``; the actor in the audit log is ``cli:<user>``. The command
 line is an operator's tool on the database itself, so it acts with every scope (the
@@ -47,6 +48,11 @@ def add_commands(sub: Any) -> None:
     resolve.add_argument("--reason", required=True, help="why (for the audit log)")
     progress = actions.add_parser("backfill", help="a backfill's progress per partition")
     progress.add_argument("id", type=int)
+    actions.add_parser(
+        "seal-secrets",
+        help="seal webhook secrets stored as given, and re-seal them under the newest "
+        "HERALD_TOKEN_KEYS key",
+    )
 
 
 def main(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
@@ -132,6 +138,17 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
                     ],
                 )
             )
+            return 0
+        if command == "seal-secrets":
+            from herald.generations.errors import PlanError
+            from herald.generations.secrets import seal_stored
+
+            try:
+                changed = await seal_stored(conn)
+            except PlanError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            print(f"{changed} webhook secret(s) sealed under the newest key")
             return 0
         if command == "resolve":
             done = await quarantine.resolve(

@@ -19,10 +19,12 @@ import httpx
 from herald.context import JobContext
 from herald.db import AsyncConn, Row
 from herald.errors import Permanent, Retry
+from herald.generations import secrets
 from herald.generations.errors import PlanError
 from herald.generations.records import one, rows
 from herald.ops import audit, signing
 from herald.ops.conn import to_json
+from herald.ops.crypto import CipherError
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -36,6 +38,7 @@ async def subscribe(
     if not url.startswith(("http://", "https://")):
         raise PlanError("a webhook url is http(s)")
     secret = signing.new_secret()
+    sealed = secrets.seal(name, secret)  # stored sealed only; shown once, here
     async with conn.transaction():
         row = await one(
             conn,
@@ -43,7 +46,7 @@ async def subscribe(
             {
                 "name": name,
                 "url": url,
-                "secret": secret,
+                "secret": sealed,
                 "datasets": list(datasets),
                 "created_by": actor,
             },
@@ -85,9 +88,13 @@ async def deliver(gen: Generations, ctx: JobContext, payload: dict[str, Any]) ->
         return {"state": delivery["state"]}
     body = body_of(delivery)
     msg_id = str(delivery["event_id"])
+    try:
+        secret = secrets.unseal(delivery["subscription"], delivery["secret"])
+    except (CipherError, PlanError) as exc:  # no key opens it: retrying cannot help
+        raise Permanent(f"delivery {delivery_id}: the subscription's secret: {exc}") from None
     sent = {
         "content-type": "application/json",
-        **signing.headers(delivery["secret"], msg_id, body),
+        **signing.headers(secret.reveal(), msg_id, body),
     }
     status: int | None = None
     error: str | None = None
