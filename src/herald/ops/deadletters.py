@@ -1,8 +1,9 @@
 """Dead letters: list, inspect, replay, discard.
 
 A dead letter is the record of a job that failed for good, written in the same
-statement that made the job dead. It stays until an operator discards it; replaying it
-creates a new job and leaves the record (and its pending cleanup) in place.
+statement that made the job dead. It stays until an operator discards it or the bounds
+of :mod:`herald.ops.dead_bounds` (retention, cap) drop it; replaying it creates a new job
+and leaves the record (and its pending cleanup) in place.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from psycopg.rows import dict_row
 from herald import sql
 from herald.client import Client, Outcome
 from herald.db import AsyncConn, Row
-from herald.ops import audit
+from herald.ops import audit, dead_bounds
 from herald.ops.conn import Source, connection
 from herald.ops.errors import ActiveJobExists, Conflict, NotFound
 
@@ -128,6 +129,12 @@ async def _replay(
                 dead["replayed_job_id"],
                 earlier["version"] if earlier is not None else None,
                 created=False,
+            )
+        redacted = dead_bounds.redacted_fields(dead["payload"])
+        if redacted:
+            raise Conflict(
+                f"dead letter {dead_letter_id} had fields redacted ({', '.join(redacted)}): "
+                "it cannot be replayed as it was; submit the job again with its real values"
             )
         admitted = await client.enqueue(
             dead["kind"],

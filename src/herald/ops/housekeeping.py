@@ -7,6 +7,8 @@ The duties:
   clean up their own kinds);
 * ``queue-samples``: what each queue holds, every half minute, for the console's charts
   over time (:mod:`herald.ops.queue_samples`);
+* ``dead-letter-bounds``: dead letters redacted, kept for a retention and under a cap
+  (:mod:`herald.ops.dead_bounds`);
 * the application's own duties (:meth:`herald.Herald.duty`), such as the catalog sweeping
   the partial files killed writers left behind.
 
@@ -45,7 +47,7 @@ from psycopg_pool import AsyncConnectionPool
 from herald import sql
 from herald.config import Settings
 from herald.db import AsyncConn, conninfo, database_url, make_pool
-from herald.ops import queue_samples
+from herald.ops import dead_bounds, queue_samples
 from herald.ops.cleanup import CleanupRunner
 from herald.periodic import pause
 from herald.registry import Herald
@@ -107,15 +109,18 @@ class Housekeeper:
         self.stats = HousekeepingStats()
         self.held: frozenset[str] = frozenset()
         self._own_pool = False
+        self.dead_bounds = dead_bounds.DeadLetterBounds.from_env()  # refused now if malformed
         self.duties = [
             _Duty(cleanup_duty_name(app), cleanup_interval, self._cleanup_pass),
             _Duty(queue_samples.DUTY, queue_samples.SAMPLE_EVERY, self._sample_queues),
+            _Duty(dead_bounds.DUTY, dead_bounds.EVERY, self._bound_dead_letters),
             *(_Duty(d.name, d.every, functools.partial(_call, d.run)) for d in app.duties()),
         ]
 
     @classmethod
     async def open(cls, app: Herald, settings: Settings, **options: Any) -> Housekeeper:
         """A housekeeper with a small pool of its own (close it with :meth:`close`)."""
+        dead_bounds.DeadLetterBounds.from_env()  # malformed bounds: refused before a pool
         info = conninfo(
             database_url(settings), settings.schema, "herald-housekeeping", settings=settings
         )
@@ -128,6 +133,9 @@ class Housekeeper:
     async def close(self) -> None:
         if self._own_pool:
             await self.pool.close()
+
+    async def _bound_dead_letters(self) -> None:
+        await dead_bounds.enforce(self.pool, self.dead_bounds)
 
     async def _sample_queues(self) -> None:
         await queue_samples.sample_queues(self.pool)
