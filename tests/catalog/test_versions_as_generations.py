@@ -4,16 +4,26 @@ linking the versions (DCAT 3) with their lineage (PROV-O)."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rdflib import Graph, Literal, URIRef
 from rdflib.namespace import DCTERMS, RDF
 
+from herald import Client, Herald, Settings
 from herald.catalog import datasets as registry
 from herald.catalog import versions
 from herald.catalog.metadata import ADMS, DCAT, PROV
-from herald.catalog.pipeline import request_deletion, request_publication
+from herald.catalog.pipeline import (
+    close_embedded_store,
+    register_catalog,
+    request_deletion,
+    request_publication,
+)
+from herald.catalog.publishing import CatalogSettings
+from herald.catalog.store import LocalExportStore
 from herald.catalog.triplestore import export_catalog
 from herald.db import Row
 from herald.errors import Retry
@@ -177,3 +187,30 @@ async def test_a_deleted_version_is_no_longer_linked_from_the_entry(catalog: Cat
         catalog, "SELECT generation FROM gen_current WHERE partition = %s", DATASET_ID
     )
     assert [r["generation"] for r in rows] == [3]
+
+
+async def test_the_entry_links_the_newest_versions_only(settings: Settings, tmp_path: Path) -> None:
+    """Rendering and validating an entry costs in proportion to its versions: it links
+    at most HERALD_CATALOG_LINKED_VERSIONS of them, the newest."""
+    local = settings.with_(data_dir=tmp_path)
+    app = Herald()
+    register_catalog(app, local, dataclasses.replace(CATALOG, linked_versions=2))
+    client = await Client.open(app, local)
+    try:
+        two = Catalog(app, local, client, LocalExportStore.for_settings(local))
+        await two.register(dataset(count=5))
+        for _ in range(3):
+            admitted = await request_publication(client, DATASET_ID)
+            assert (await two.run_until_finished(admitted.id))["state"] == "succeeded"
+        graph = _served(two)
+        node = URIRef(URLS.dataset(DATASET_ID))
+        v2, v3 = (URIRef(URLS.version_dataset(DATASET_ID, n)) for n in (2, 3))
+        assert set(graph.objects(node, DCAT.hasVersion)) == {v2, v3}
+        assert graph.value(v3, DCAT.previousVersion) == v2
+        assert graph.value(node, DCAT.hasCurrentVersion) == v3
+        assert (await two.version(1)).state == "published"  # still served for download
+    finally:
+        await client.close()
+        close_embedded_store(local)
+    with pytest.raises(ValueError, match="HERALD_CATALOG_LINKED_VERSIONS"):
+        CatalogSettings.from_env({"HERALD_CATALOG_LINKED_VERSIONS": "0"})

@@ -29,7 +29,7 @@ async def refresh_entry(runtime: CatalogRuntime, conn: AsyncConn, dataset_id: st
     """Render, write and verify ``dataset_id``'s entry from the database; the version it
     shows (None: nothing published, nothing written)."""
     dataset = await registry.get_dataset(conn, dataset_id)
-    history = await versions.history(conn, dataset_id)
+    history = await versions.history(conn, dataset_id, runtime.catalog.linked_versions)
     if dataset is None or not history:  # no entry to describe (a deletion removed it)
         await mark(conn, dataset_id, outdated=False)
         return None

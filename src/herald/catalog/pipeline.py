@@ -287,7 +287,9 @@ async def _persist_data(
         dataset = await _load(conn, dataset_id)
         catalog_issued, now = await _publication_times(conn)
         issued = await versions.first_issued(conn, dataset_id) or now
-        history = await versions.history(conn, dataset_id)
+        # the newest versions published before this one (which joins them)
+        linked = runtime.catalog.linked_versions - 1
+        history = await versions.history(conn, dataset_id, linked) if linked else []
         record = await registry.get_version(conn, dataset_id, version)
         assert record is not None and record.run_id is not None
         generation = await current_generation(conn, versions.GEN_DATASET, dataset_id) + 1

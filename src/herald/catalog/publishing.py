@@ -89,11 +89,16 @@ class CatalogSettings:
     spatial: str | None = None  # the area the catalog covers, an authority URI
     sparql_query_url: str | None = None
     sparql_update_url: str | None = None
+    # how many of a dataset's newest versions its entry describes and links: rendering
+    # and validating an entry costs in proportion to the versions it holds
+    linked_versions: int = 20
 
     def __post_init__(self) -> None:
         CatalogUrls(self.public_url)  # refuses a malformed URL now, not at first use
         if (self.sparql_query_url is None) != (self.sparql_update_url is None):
             raise ValueError("set both SPARQL query and update URLs, or neither")
+        if self.linked_versions < 1:
+            raise ValueError("HERALD_CATALOG_LINKED_VERSIONS must be at least 1")
         self.info()  # refuses a malformed publisher, licence or language now
 
     @classmethod
@@ -112,6 +117,7 @@ class CatalogSettings:
             spatial=env.get("HERALD_CATALOG_SPATIAL") or None,
             sparql_query_url=env.get("HERALD_SPARQL_QUERY_URL") or None,
             sparql_update_url=env.get("HERALD_SPARQL_UPDATE_URL") or None,
+            linked_versions=_count(env, "HERALD_CATALOG_LINKED_VERSIONS", defaults.linked_versions),
         )
 
     @property
@@ -151,6 +157,16 @@ class CatalogSettings:
         if self.sparql_query_url and self.sparql_update_url:
             return SparqlEndpointStore(self.sparql_query_url, self.sparql_update_url)
         return OxigraphStore.for_settings(settings)
+
+
+def _count(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
 
 
 def export_version(

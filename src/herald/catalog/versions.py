@@ -218,10 +218,12 @@ async def first_issued(conn: AsyncConn, dataset_id: str) -> dt.datetime | None:
     return min(published) if published else None
 
 
-async def history(conn: AsyncConn, dataset_id: str) -> list[PublishedVersion]:
-    """The dataset's published versions, oldest first, each with its files, notes and
-    lineage: what the entry links as versions of the dataset."""
-    cur = await conn.execute(sql.query("catalog_published_history"), {"dataset_id": dataset_id})
+async def history(conn: AsyncConn, dataset_id: str, limit: int) -> list[PublishedVersion]:
+    """The dataset's newest ``limit`` published versions, oldest first, each with its
+    files, notes and lineage: what the entry links as versions of the dataset."""
+    cur = await conn.execute(
+        sql.query("catalog_published_history"), {"dataset_id": dataset_id, "limit": limit}
+    )
     return [published_version(row) for row in await cur.fetchall()]
 
 
