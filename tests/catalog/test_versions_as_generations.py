@@ -169,19 +169,28 @@ async def test_a_candidate_whose_files_changed_is_not_published(catalog: Catalog
     ]
 
 
-async def test_a_deleted_version_is_no_longer_linked_from_the_entry(catalog: Catalog) -> None:
-    await catalog.register(dataset(count=10))
-    for _ in range(3):
+async def _publish(catalog: Catalog, times: int) -> None:
+    for _ in range(times):
         admitted = await request_publication(catalog.client, DATASET_ID)
         assert (await catalog.run_until_finished(admitted.id))["state"] == "succeeded"
-    deletion = await request_deletion(catalog.client, DATASET_ID, 2)
-    assert (await catalog.run_until_finished(deletion.id))["state"] == "succeeded"
+
+
+def _assert_linked(catalog: Catalog, older: int, current: int) -> None:
+    """The entry links exactly versions ``older`` and ``current``, in that order."""
     graph = _served(catalog)
     node = URIRef(URLS.dataset(DATASET_ID))
-    v1, v3 = (URIRef(URLS.version_dataset(DATASET_ID, n)) for n in (1, 3))
-    assert set(graph.objects(node, DCAT.hasVersion)) == {v1, v3}
-    assert graph.value(v3, DCAT.previousVersion) == v1
-    assert graph.value(node, DCAT.hasCurrentVersion) == v3
+    first, last = (URIRef(URLS.version_dataset(DATASET_ID, n)) for n in (older, current))
+    assert set(graph.objects(node, DCAT.hasVersion)) == {first, last}
+    assert graph.value(last, DCAT.previousVersion) == first
+    assert graph.value(node, DCAT.hasCurrentVersion) == last
+
+
+async def test_a_deleted_version_is_no_longer_linked_from_the_entry(catalog: Catalog) -> None:
+    await catalog.register(dataset(count=10))
+    await _publish(catalog, 3)
+    deletion = await request_deletion(catalog.client, DATASET_ID, 2)
+    assert (await catalog.run_until_finished(deletion.id))["state"] == "succeeded"
+    _assert_linked(catalog, 1, 3)
     # The generation stays in the partition's history: publications are immutable.
     rows = await _rows(
         catalog, "SELECT generation FROM gen_current WHERE partition = %s", DATASET_ID
@@ -199,15 +208,8 @@ async def test_the_entry_links_the_newest_versions_only(settings: Settings, tmp_
     try:
         two = Catalog(app, local, client, LocalExportStore.for_settings(local))
         await two.register(dataset(count=5))
-        for _ in range(3):
-            admitted = await request_publication(client, DATASET_ID)
-            assert (await two.run_until_finished(admitted.id))["state"] == "succeeded"
-        graph = _served(two)
-        node = URIRef(URLS.dataset(DATASET_ID))
-        v2, v3 = (URIRef(URLS.version_dataset(DATASET_ID, n)) for n in (2, 3))
-        assert set(graph.objects(node, DCAT.hasVersion)) == {v2, v3}
-        assert graph.value(v3, DCAT.previousVersion) == v2
-        assert graph.value(node, DCAT.hasCurrentVersion) == v3
+        await _publish(two, 3)
+        _assert_linked(two, 2, 3)
         assert (await two.version(1)).state == "published"  # still served for download
     finally:
         await client.close()
