@@ -14,9 +14,10 @@ from rdflib.namespace import DCTERMS, RDF
 
 from herald import Client, Herald, Settings
 from herald.catalog import datasets as registry
-from herald.catalog import versions
+from herald.catalog import undo, versions
 from herald.catalog.metadata import ADMS, DCAT, PROV
 from herald.catalog.pipeline import (
+    catalog_runtime,
     close_embedded_store,
     register_catalog,
     request_deletion,
@@ -151,6 +152,9 @@ async def test_a_retried_export_publishes_its_own_files_and_leaves_the_first_att
         2,
         "published",
     )
+    # The sweep removes the orphaned attempt's files, never the published ones.
+    assert await undo.sweep(catalog_runtime(catalog.app)) == 3
+    assert catalog.files.list(first) == [] and len(catalog.files.list(second)) == 3
 
 
 async def test_a_candidate_whose_files_changed_is_not_published(catalog: Catalog) -> None:

@@ -140,20 +140,29 @@ async def reconcile(runtime: CatalogRuntime, limit: int = 100, grace: float | No
 
 
 async def sweep(runtime: CatalogRuntime) -> int:
-    """Remove what no version may keep: uploads abandoned by killed writers, and files
-    of versions that failed or were deleted (a writer that lost its lease may still
-    have committed one after the cleanup). Returns how many files were removed."""
+    """Remove what no version may keep: uploads abandoned by killed writers, files of
+    versions that failed or were deleted (a writer that lost its lease may still have
+    committed one after the cleanup), and the files of a published version's attempts
+    that never registered them. Returns how many files were removed."""
     store = runtime.export_store
     removed = await asyncio.to_thread(store.sweep_partials, PARTIAL_AGE)
     async with runtime.connection() as conn:
         cur = await conn.execute(sql.query("catalog_versions_settled"))
         settled = [(row["dataset_id"], row["version"]) for row in await cur.fetchall()]
+        cur = await conn.execute(sql.query("catalog_versions_published_recent"))
+        published = [(r["dataset_id"], r["version"], set(r["keys"])) for r in await cur.fetchall()]
 
     def leftovers() -> int:
         gone = 0
         for dataset_id, version in settled:
             for key in store.list(version_prefix(dataset_id, version)):
                 gone += store.delete(key)
+        # Attempts of a published version that never registered their files (a retry
+        # published its own): no candidate can name them any more, readers never saw them.
+        for dataset_id, version, kept in published:
+            for key in store.list(version_prefix(dataset_id, version)):
+                if key not in kept:
+                    gone += store.delete(key)
         return gone
 
     removed += await asyncio.to_thread(leftovers)
