@@ -74,8 +74,8 @@ async def test_a_partition_its_lineage_and_a_reviewed_audited_action(
         page = (await http.get(PAGE)).text
         said = _text(page)
         for shown in (
-            "generation 1",  # the pointer
-            f"run {scene.published_run}",
+            "generation 2 (correction)",  # the pointer
+            f"run {scene.repair_run}",
             "base current: planned against generation 0",  # why the first was chosen
             # why the others were not: a late input, each run's own policy
             "missing input: accepted manifests",
@@ -83,10 +83,11 @@ async def test_a_partition_its_lineage_and_a_reviewed_audited_action(
             "the run's policy is to wait",
             # the candidate with no rows of the day, refused by the checks
             "checks failed: pre-publication checks failed",
-            f"Input {scene.late} from shop-export",  # a late source
+            f"Input {scene.misfiled} from shop-export",  # a late source
             "bad record",  # quarantined input
             "finance-warehouse",  # the consumer, its delivery pending
             "generation.published (generation 1)",
+            "generation.corrected (generation 2)",
             "0 of 1 partitions",  # the backfill's progress
         ):
             assert shown in said, shown
@@ -99,27 +100,31 @@ async def test_a_partition_its_lineage_and_a_reviewed_audited_action(
         # The rejected candidate offers nothing.
         assert f"candidate {scene.rejected_candidate}…" not in page
         live = await http.get(PAGE, headers={"X-Herald-Fragment": "partition"})
-        assert live.status_code == 200 and "<html" not in live.text and "generation 1" in live.text
+        assert live.status_code == 200 and "<html" not in live.text and "generation 2" in live.text
 
-        lineage = _text((await http.get(f"{PAGE}/generations/1")).text)
+        lineage_page = (await http.get(f"{PAGE}/generations/2")).text
+        lineage = _text(lineage_page)
         for shown in (
-            "Generation 1 of orders/2026-07-14 current",
-            f"run {scene.published_run} (scheduled, policy wait)",
-            "v18",
-            "nothing: the partition's first generation",
-            "Rows 10",
+            "Generation 2 of orders/2026-07-14 current",
+            "Change correction of",
+            f"run {scene.repair_run} (repair, policy wait)",
+            "Definition v18",
+            f"Replaced generation 1 (inputs {scene.first})",
+            f"added: {scene.late}; dropped: none",
+            "Rows 13",
             "unique:order_id passed",
             "sha256:",
         ):
             assert shown in lineage, shown
-        assert (
-            f'href="/ui/generations/inputs/{scene.first}"'
-            in (await http.get(f"{PAGE}/generations/1")).text
-        )
+        assert f'href="/ui/generations/inputs/{scene.late}"' in lineage_page
+        first = _text((await http.get(f"{PAGE}/generations/1")).text)
+        assert "Replaced by generation 2" in first and "nothing: the partition's first" in first
         used = _text((await http.get(f"/ui/generations/inputs/{scene.first}")).text)
-        assert f"Generation 1 of {PARTITION}" in used
+        assert f"Generation 1 of {PARTITION}" in used and f"Generation 2 of {PARTITION}" in used
         for run in (scene.published_run, scene.discarded_run, scene.waiting_run):
             assert f"Run {run} for {PARTITION}" in used
+        late = _text((await http.get(f"/ui/generations/inputs/{scene.late}")).text)
+        assert f"Generation 2 of {PARTITION}" in late and "Generation 1 of" not in late
         run_page = _text((await http.get(f"/ui/generations/runs/{scene.waiting_run}")).text)
         assert "delayed" in run_page and "the run's policy is to wait" in run_page
         assert (await http.get(f"/ui/generations/backfills/{scene.backfill}")).status_code == 200
@@ -206,7 +211,7 @@ async def test_quarantine_actions_override_for_admin_and_nothing_for_a_reader(
         await sign_in(http, viewer)
         page = (await http.get(PAGE)).text
         assert "/actions/" not in page
-        assert "generation 1" in _text(page)
+        assert "generation 2" in _text(page)
         forged = await http.post(
             "/ui/actions/gen_candidate.discard/run",
             data={
@@ -225,7 +230,7 @@ async def _accessibility_problems(http: httpx.AsyncClient, scene: Scene) -> list
     """Every generations page and review, read as test_console_a11y reads the others."""
     candidate = f"orders/{PARTITION}/{scene.waiting_candidate}"
     pages = [
-        "/ui/generations", "/ui/generations/orders", PAGE, f"{PAGE}/generations/1",
+        "/ui/generations", "/ui/generations/orders", PAGE, f"{PAGE}/generations/2",
         f"/ui/generations/inputs/{scene.first}", f"/ui/generations/runs/{scene.waiting_run}",
         f"/ui/generations/backfills/{scene.backfill}",
         f"/ui/actions/gen_candidate.publish?target={candidate}",

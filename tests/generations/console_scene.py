@@ -1,10 +1,11 @@
 """A partition with something of everything an operator looks at, for the console's tests.
 
 ``orders/2026-07-14``: generation 1 published from the first file; a late file lands; a
-run planned without it is discarded by its policy, another waits; a malformed file is
+run planned without it is discarded by its policy; a repair with it publishes generation
+2; a run planned without the late file again waits; a malformed file is
 quarantined; a file of another day makes a candidate with no rows, rejected by the
 pre-publication checks; a webhook subscription has a pending delivery; a declared
-backfill's task is queued (no worker serves its queue).
+backfill (a dry run) has its task queued.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ class Scene:
     late: int  # the input that arrived after it
     published_run: int
     discarded_run: int
+    repair_run: int  # generation 2: the first one with the late input
     waiting_run: int
     waiting_candidate: int
+    misfiled: int  # an input of another day, late for the partition
     rejected_run: int
     rejected_candidate: int
     quarantined_run: int
@@ -56,7 +59,9 @@ async def build_scene(gens: Generations, conn: AsyncConn, settings: Settings) ->
         late = await land(gens, conn, "late.jsonl", orders_file(10, 3))
         discarded = await plan(gens, conn, [first["id"]], policy="discard")
         await left_queue(conn, discarded["id"])
-        waiting = await plan(gens, conn, [first["id"]], policy="wait")
+        repair = await plan(gens, conn, [first["id"], late["id"]], purpose="repair")
+        await left_queue(conn, repair["id"])
+        waiting = await plan(gens, conn, [first["id"]], policy="wait")  # misses the late one
         await left_queue(conn, waiting["id"])
         bad = await land(gens, conn, "bad.jsonl", orders_file(20, 2) + bad_record.encode())
         held = await plan(gens, conn, [first["id"], late["id"], bad["id"]], purpose="repair")
@@ -73,6 +78,9 @@ async def build_scene(gens: Generations, conn: AsyncConn, settings: Settings) ->
         definition_version=VERSION,
         partitions=[PARTITION],
         policy="wait",
+        # A dry run: where a worker serves its queue, it never publishes (which would
+        # move the waiting candidate on) yet shows its progress.
+        intent="dry_run",
         expected_cost={"input_records": 19},
         writes_per_second=5.0,
         concurrency=1,
@@ -93,8 +101,10 @@ async def build_scene(gens: Generations, conn: AsyncConn, settings: Settings) ->
         late=late["id"],
         published_run=published["id"],
         discarded_run=discarded["id"],
+        repair_run=repair["id"],
         waiting_run=waiting["id"],
         waiting_candidate=candidates[waiting["id"]][0],
+        misfiled=other_day["id"],
         rejected_run=rejected["id"],
         rejected_candidate=candidates[rejected["id"]][0],
         quarantined_run=held["id"],
