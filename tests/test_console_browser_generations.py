@@ -73,7 +73,6 @@ async def test_an_operator_follows_a_partition_and_discards_a_candidate_with_a_r
         d.get(f"{url}/ui/generations")
         sign_in(d, keys["ops"])
         wait("the datasets", lambda: d.title.startswith("Generations"))
-        _shoot(d, "generations")
         click(d, "a[href$='/generations/orders']")
         wait("the dataset", lambda: d.title.startswith("Generations of orders"))
         _shoot(d, "generations-dataset")
