@@ -1,9 +1,9 @@
 """Generations in a real headless Chromium against ``herald up`` running the sample
 generations application: an operator opens a partition, sees its current generation and
 a rejected candidate with the coordinator's reason, follows the lineage to an input and
-back, discards a waiting candidate with a reason and finds it in the audit log; the new
-pages keep their contrast in both themes and never scroll sideways on a phone; a reader
-sees no action.
+back, watches quarantined input resolved elsewhere leave the page live, discards a
+waiting candidate with a reason and finds it in the audit log; the new pages keep their
+contrast in both themes and never scroll sideways on a phone; a reader sees no action.
 
 With ``HERALD_CONSOLE_SCREENSHOTS=<folder>`` the pages are saved there for the docs.
 """
@@ -21,7 +21,7 @@ import pytest
 from herald.api import create_key
 from herald.config import Settings
 from herald.db import connect, conninfo
-from herald.generations import sample
+from herald.generations import quarantine, sample
 from herald.generations.store import ROOT_VARIABLE
 from tests.browser import chromium, click, page_text, screenshot, serve_up, sign_in, wait
 from tests.generations.console_scene import Scene, build_scene
@@ -65,8 +65,9 @@ def _shoot(driver: Any, name: str) -> None:
 
 
 async def test_an_operator_follows_a_partition_and_discards_a_candidate_with_a_reason(
-    generations_up: str, scene: tuple[Scene, dict[str, str]]
+    generations_up: str, scene: tuple[Scene, dict[str, str]], settings: Settings
 ) -> None:
+    assert settings.database_url is not None
     url, (built, keys) = generations_up, scene
     with chromium() as driver:
         d: Any = driver
@@ -102,6 +103,17 @@ async def test_an_operator_follows_a_partition_and_discards_a_candidate_with_a_r
         wait("the generation again", lambda: d.title.startswith("Generation 2 of orders"))
         click(d, "a[href$=" + repr(f"/partitions/{PARTITION}") + "]")
         wait("the partition again", lambda: d.title.startswith("Partition orders"))
+
+        # Live: an item resolved elsewhere leaves the page without a reload.
+        held = f"a[aria-label='Discard item {built.held_item}…']"
+        assert d.find_elements("css selector", held)
+        d.execute_script("window.heraldMarker = 'no reload'")
+        async with await connect(conninfo(settings.database_url, settings.schema)) as conn:
+            await quarantine.resolve(sample.gens, conn, built.held_item, "discard",
+                                     actor="cli:oncall", reason="bad export, resent")  # fmt: skip
+        wait("the live update", lambda: not d.find_elements("css selector", held))
+        assert d.execute_script("return window.heraldMarker") == "no reload"
+        assert "cli:oncall: “bad export, resent”" in page_text(d)
 
         click(d, f"a[href*='gen_candidate.discard'][href$='/{built.waiting_candidate}']")
         wait("the review", lambda: "What will happen" in page_text(d))
