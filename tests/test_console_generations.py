@@ -190,6 +190,7 @@ async def test_quarantine_actions_override_for_admin_and_nothing_for_a_reader(
 ) -> None:
     console, scene = scene_console
     lead = await console.key("lead", ["admin"])
+    ops = await console.key("ops", ["read", "operate"])
     viewer = await console.key("viewer", ["read"])
     item = f"orders/{PARTITION}/{scene.held_item}"
     async with console.browser() as http:
@@ -207,11 +208,35 @@ async def test_quarantine_actions_override_for_admin_and_nothing_for_a_reader(
         assert re.search(rf"item {scene.held_item}: replayed as repair run \d+", said), said
         assert await _accessibility_problems(http, scene) == []
 
+        waiting = f"orders/{PARTITION}/{scene.waiting_candidate}"
+        review = _text(
+            (await http.get(f"/ui/actions/gen_candidate.override?target={waiting}")).text
+        )
+        assert "despite the coordinator's rules" in review and "checks" in review
+        done = await http.post(
+            "/ui/actions/gen_candidate.override/run",
+            data={"csrf": csrf, "target": waiting, "reason": "finance needs it now"},
+        )
+        assert done.status_code == 303
+        said = _text((await http.get(PAGE)).text)
+        assert (
+            f"candidate {scene.waiting_candidate}: publish (published by an operator override): "
+            "generation 3"
+        ) in said, said
+
+    async with console.browser() as http:  # override needs admin, even forged
+        csrf = await sign_in(http, ops)
+        forged = await http.post(
+            "/ui/actions/gen_candidate.override/run",
+            data={"csrf": csrf, "target": waiting, "reason": "forged"},
+        )
+        assert forged.status_code == 403
+
     async with console.browser() as http:
         await sign_in(http, viewer)
         page = (await http.get(PAGE)).text
         assert "/actions/" not in page
-        assert "generation 2" in _text(page)
+        assert "generation 3" in _text(page)
         forged = await http.post(
             "/ui/actions/gen_candidate.discard/run",
             data={
@@ -223,7 +248,12 @@ async def test_quarantine_actions_override_for_admin_and_nothing_for_a_reader(
         assert forged.status_code == 403
     entries = await audit.entries(console.client.pool, target_type="gen_quarantine")
     assert [(e["actor"], e["reason"]) for e in entries] == [("lead", "the shop fixed the export")]
-    assert await audit.entries(console.client.pool, target_type="gen_candidate") == []
+    [override] = await audit.entries(console.client.pool, target_type="gen_candidate")
+    assert (override["actor"], override["action"], override["reason"]) == (
+        "lead",
+        "generations.override",
+        "finance needs it now",
+    )
 
 
 async def _accessibility_problems(http: httpx.AsyncClient, scene: Scene) -> list[str]:
