@@ -165,6 +165,8 @@ async def test_a_partition_its_lineage_and_a_reviewed_audited_action(
             (await http.get(f"/ui/actions/gen_candidate.discard?target={elsewhere}")).text
         )
         assert f"candidate {elsewhere} does not exist" in wrong
+        odd = _text((await http.get("/ui/actions/gen_candidate.discard?target=orders/../3")).text)
+        assert "candidate orders/../3 does not exist" in odd
 
         skip = f"orders/{PARTITION}/{scene.backfill_run}"
         skipped = await http.post(

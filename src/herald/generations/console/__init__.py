@@ -16,7 +16,6 @@ installed on the served Herald application.
 
 from __future__ import annotations
 
-import re
 from importlib import resources
 from typing import Any
 
@@ -27,23 +26,21 @@ from starlette.responses import Response
 from herald.console import Caller, ConsoleExtension, Invalid, NavEntry, Signed, render
 from herald.console.web import identifier
 from herald.generations.console import reads
-from herald.generations.console.actions import ACTIONS, NO_PARTITION
+from herald.generations.console.actions import ACTIONS, DATASET, NO_PARTITION, PARTITION
 from herald.generations.shared import installed
 from herald.registry import Herald
 
 router = APIRouter()
-_DATASET = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
-_PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 
 
 def _dataset(name: str) -> str:
-    if not _DATASET.match(name):
+    if not DATASET.match(name):
         raise Invalid(f"{name[:40]!r} is not a dataset name")
     return name
 
 
 def _partition(name: str) -> str:
-    if not _PARTITION.match(name):
+    if not PARTITION.match(name):
         raise Invalid(f"{name[:40]!r} is not a partition name")
     return name
 

@@ -14,6 +14,7 @@ Neither a dataset's nor a partition's name can hold a ``/``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,9 @@ from herald.generations import operator, quarantine, records
 from herald.generations.console.reads import session
 
 NO_PARTITION = "-"
+# The names the generations API accepts (a dataset's, a partition's): no "/" in either.
+DATASET = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 Loader = Callable[[Caller, str], Awaitable[Row | None]]
 
 
@@ -42,9 +46,14 @@ class Target:
 
 def parse(target: str) -> Target | None:
     parts = target.split("/")
-    if len(parts) != 3 or not all(parts) or not parts[2].isdigit() or len(target) > 400:
+    if len(parts) != 3 or not parts[2].isdigit() or len(parts[2]) > 18:
         return None
-    return Target(parts[0], parts[1], int(parts[2]))
+    dataset, partition, ident = parts
+    if not DATASET.match(dataset):
+        return None
+    if partition != NO_PARTITION and not PARTITION.match(partition):
+        return None
+    return Target(dataset, partition, int(ident))
 
 
 def _back(targets: Sequence[str]) -> str:
