@@ -23,6 +23,7 @@ from herald.config import Settings
 from herald.db import connect, conninfo
 from herald.generations import quarantine, sample
 from herald.generations.store import ROOT_VARIABLE
+from herald.ops.crypto import TokenCipher
 from tests.browser import chromium, click, page_text, screenshot, serve_up, sign_in, wait
 from tests.generations.console_scene import Scene, build_scene
 from tests.generations.helpers import PARTITION, setup
@@ -38,6 +39,7 @@ async def scene(
 ) -> tuple[Scene, dict[str, str]]:
     # The served process inherits the store's root from this environment.
     monkeypatch.setenv(ROOT_VARIABLE, str(tmp_path / "store"))
+    monkeypatch.setenv("HERALD_TOKEN_KEYS", TokenCipher.generate_key())  # webhook secrets
     sample.gens.use(settings)
     assert settings.database_url is not None
     async with await connect(conninfo(settings.database_url, settings.schema)) as conn:

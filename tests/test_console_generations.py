@@ -28,6 +28,7 @@ from herald.generations import sample
 from herald.generations.runtime import Generations
 from herald.generations.store import ROOT_VARIABLE
 from herald.ops import audit
+from herald.ops.crypto import TokenCipher
 from tests.console_kit import CSRF, Console, open_console, sign_in
 from tests.generations.console_scene import Scene, build_scene
 from tests.generations.helpers import PARTITION, setup
@@ -41,6 +42,7 @@ async def scene_console(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[Console, Scene]]:
     monkeypatch.setenv(ROOT_VARIABLE, str(tmp_path / "store"))
+    monkeypatch.setenv("HERALD_TOKEN_KEYS", TokenCipher.generate_key())  # webhook secrets
     gens: Generations = sample.gens
     gens.use(settings)
     assert settings.database_url is not None
