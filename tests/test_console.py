@@ -571,4 +571,4 @@ def test_the_registry_refuses_clashing_or_malformed_extensions(tmp_path: Path) -
         Registry(core(), [ConsoleExtension("Bad Name")])
     with pytest.raises(ConsoleError, match="navigation"):
         Registry(core(), [ConsoleExtension("x", nav=(NavEntry("X", "/x", scope="root"),))])
-    assert [e.name for e in discover()] == ["catalog", "ingest", "social"]
+    assert [e.name for e in discover()] == ["catalog", "generations", "ingest", "social"]

@@ -1,0 +1,175 @@
+"""What the generations pages read, through the application's own functions where they
+exist (:func:`herald.generations.operator.partition_view`, :func:`~herald.generations.
+records.run_status`, :func:`~herald.generations.backfill.progress`) and the console's
+statements (``generations_console_*``) for the rest.
+
+Every read takes the caller: what a key may see is narrowed here, in one place.
+Quarantined samples (redacted source data) are shown to ``operate`` keys only, as the
+HTTP API does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from herald.console import Caller, Missing
+from herald.db import AsyncConn, Row
+from herald.generations import backfill, operator, quarantine, records
+from herald.generations.errors import NotFound
+from herald.generations.shared import Generations, installed
+
+# Run and task states as the console's badges colour them (badge class, label).
+TONES = {
+    "queued": "waiting",
+    "building": "running",
+    "registered": "running",
+    "waiting": "paused",
+    "published": "published",
+    "discarded": "cancelled",
+    "rejected": "failed",
+    "quarantined": "failed",
+    "failed": "failed",
+    "dry_run": "not_needed",
+    "held": "pending",
+    "repaired": "done",
+    "replayed": "done",
+    "expired": "cancelled",
+    "pending": "pending",
+    "delivered": "done",
+    "running": "running",
+    "settled": "done",
+    "cancelled": "cancelled",
+}
+
+
+def generations(caller: Caller) -> Generations:
+    gens = installed(caller.state.app)
+    if gens is None:
+        raise Missing("this deployment runs no generations")
+    return gens
+
+
+@asynccontextmanager
+async def session(caller: Caller) -> AsyncIterator[tuple[Generations, AsyncConn]]:
+    """The application and a connection; a record that is not there answers 404."""
+    gens = generations(caller)
+    try:
+        async with caller.state.client.pool.connection() as conn:
+            yield gens, conn
+    except NotFound as exc:
+        raise Missing(str(exc)) from None
+
+
+async def datasets(caller: Caller) -> list[Row]:
+    async with session(caller) as (_, conn):
+        return await records.rows(conn, "generations_console_datasets", {})
+
+
+async def dataset(caller: Caller, name: str) -> dict[str, Any]:
+    async with session(caller) as (_, conn):
+        found = await records.dataset(conn, name)
+        key = {"dataset": name, "partition": None, "limit": 50}
+        return {
+            "dataset": found,
+            "partitions": await records.rows(conn, "generations_console_partitions", key),
+            "backfills": await records.rows(conn, "generations_console_backfills", key),
+            "quarantined": _redacted(caller, await quarantine.held_items(conn, name)),
+        }
+
+
+def _redacted(caller: Caller, items: list[Row]) -> list[Row]:
+    """Quarantined samples are source data: shown to ``operate`` keys only."""
+    if caller.allows("operate"):
+        return items
+    return [{**item, "sample": None} for item in items]
+
+
+async def partition(caller: Caller, name: str, part: str) -> dict[str, Any]:
+    """The operator's view of a partition, its history, backfills and deliveries."""
+    async with session(caller) as (gens, conn):
+        view = await operator.partition_view(gens, conn, name, part)
+        key = {"dataset": name, "partition": part, "limit": 50}
+        view["history"] = await records.rows(conn, "generations_console_history", key)
+        view["backfills"] = await records.rows(conn, "generations_console_backfills", key)
+        view["deliveries"] = await records.rows(
+            conn, "generations_console_partition_deliveries", key
+        )
+        view["manual"] = await records.rows(conn, "generations_console_partition_audit", key)
+    view["quarantined"] = _redacted(caller, view["quarantined"])
+    held = {q["manifest_id"]: q["id"] for q in view["quarantined"] if q["manifest_id"]}
+    for source in view["late_sources"]:
+        if source["id"] in held:  # not accepted input: the view's reason would mislead
+            source["why"] = f"held in quarantine (item {held[source['id']]})"
+    # A task's last error may carry a traceback: operate keys only, as on a job's page.
+    if not caller.allows("operate"):
+        view["running_tasks"] = [
+            {**t, "last_error": _without_traceback(t["last_error"])} for t in view["running_tasks"]
+        ]
+    return view
+
+
+def _without_traceback(error: Any) -> Any:
+    if isinstance(error, dict):
+        return {k: v for k, v in error.items() if k != "traceback"}
+    return error
+
+
+async def lineage(caller: Caller, name: str, part: str, number: int) -> dict[str, Any]:
+    """A generation: its publication, candidate, run, inputs, and its neighbours."""
+    async with session(caller) as (_, conn):
+        key = {"dataset": name, "partition": part}
+        found = await records.one(conn, "generations_console_generation",
+                                  {**key, "generation": number})  # fmt: skip
+        if found is None:
+            raise Missing(f"{name}/{part} has no generation {number}")
+        inputs = await records.rows(
+            conn, "generations_manifests_get", {"ids": found["manifest_ids"]}
+        )
+        history = await records.rows(conn, "generations_console_history", {**key, "limit": 1000})
+    generations_of = {row["generation"]: row for row in history}
+    replaced = generations_of.get(number - 1)
+    return {
+        "generation": found,
+        "inputs": inputs,
+        "replaced": replaced,
+        "replaced_by": generations_of.get(number + 1),
+        "dropped": sorted(set(replaced["manifest_ids"]) - set(found["manifest_ids"]))
+        if replaced
+        else [],
+        "added": sorted(set(found["manifest_ids"]) - set(replaced["manifest_ids"]))
+        if replaced
+        else [],
+    }
+
+
+async def manifest(caller: Caller, ident: int) -> dict[str, Any]:
+    """An input and everything that used it: generations, runs (lineage backwards)."""
+    async with session(caller) as (_, conn):
+        found = await records.one(conn, "generations_console_manifest", {"id": ident})
+        if found is None:
+            raise Missing(f"input manifest {ident} does not exist")
+        uses = await records.rows(
+            conn, "generations_console_manifest_uses", {"dataset": found["dataset"], "id": ident}
+        )
+    return {
+        "manifest": found,
+        "generations": [u for u in uses if u["kind"] == "generation"],
+        "runs": [u for u in uses if u["kind"] == "run"],
+    }
+
+
+async def run(caller: Caller, ident: int) -> dict[str, Any]:
+    async with session(caller) as (_, conn):
+        status = await records.run_status(conn, ident)
+        inputs = await records.rows(
+            conn, "generations_manifests_get", {"ids": status["manifest_ids"]}
+        )
+        decisions = await records.rows(conn, "generations_decisions_of_run", {"run_id": ident})
+    return {"run": status, "inputs": inputs, "decisions": decisions}
+
+
+async def backfill_progress(caller: Caller, ident: int) -> Row:
+    async with session(caller) as (_, conn):
+        return await backfill.progress(conn, ident)

@@ -1,0 +1,1 @@
+SELECT * FROM gen_input_manifests WHERE id = %(id)s
