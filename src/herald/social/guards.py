@@ -25,6 +25,7 @@ import contextvars
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from psycopg.rows import dict_row
@@ -42,7 +43,7 @@ Pool = AsyncConnectionPool[AsyncConn]
 PROBE_SECONDS = 60.0  # a probe that never reports back frees the breaker after this
 
 
-@dataclass(frozen=True)
+@dataclass
 class Caller:
     """Who the platform calls of the running step are made for."""
 
@@ -50,6 +51,9 @@ class Caller:
     platform: str
     account_id: int
     settings: SocialSettings
+    # Tokens of the account's bucket taken already (with the attempt's start, in the
+    # same transaction): the next requests spend these before asking the database.
+    prepaid: int = 0
 
 
 # Set by the step around its platform calls; read by QuotaTransport on every request.
@@ -72,19 +76,30 @@ def bucket_key(platform: str, account_id: int) -> str:
 
 async def take_token(caller: Caller) -> None:
     """One call's token from the account's bucket; short waits are slept in place."""
-    quota = caller.settings.quota(caller.platform)
-    if quota is None:
+    if caller.prepaid > 0:
+        caller.prepaid -= 1
         return
+    while not await try_token(caller.pool, caller.platform, caller.account_id, caller.settings):
+        pass
+
+
+async def try_token(
+    source: Pool | AsyncConn, platform: str, account_id: int, settings: SocialSettings
+) -> bool:
+    """Take a token of the account's bucket: True when taken (or no quota applies);
+    after a short wait, slept here, False (ask again); a longer wait snoozes the job."""
+    quota = settings.quota(platform)
+    if quota is None:
+        return True
     rate, burst = quota.bucket()
-    key = bucket_key(caller.platform, caller.account_id)
-    while True:
-        try:
-            await limits.acquire(caller.pool, key, rate, burst)
-            return
-        except Snooze as wait:
-            if wait.seconds > caller.settings.short_wait:
-                raise
-            await asyncio.sleep(wait.seconds)
+    try:
+        await limits.acquire(source, bucket_key(platform, account_id), rate, burst)
+        return True
+    except Snooze as wait:
+        if wait.seconds > settings.short_wait:
+            raise
+        await asyncio.sleep(wait.seconds)
+        return False
 
 
 class QuotaTransport(httpx.AsyncBaseTransport):
@@ -112,24 +127,31 @@ async def pass_gate(pool: Pool, platform: str, account_id: int, settings: Social
         )
         row = await cur.fetchone()
         assert row is not None
-        if row["paused_for"] > 0:
-            raise Snooze(
-                row["paused_for"],
-                f"account {account_id} paused: {row['paused_because'] or 'rate limit'}",
-            )
-        state = row["breaker"]
-        if state == "closed":
-            return Gate(probe=False, clean=row["failures"] == 0)
-        if state == "open" and row["open_for"] > 0:
-            raise Snooze(
-                row["open_for"] + random.uniform(0, 1),
-                f"{platform} circuit breaker open ({row['failures']} failures in a row)",
-            )
-        await cur.execute(
-            sql.query("social_breaker_probe"), {"platform": platform, "probe_s": PROBE_SECONDS}
+        return await judge(conn, row, platform, account_id)
+
+
+async def judge(conn: AsyncConn, row: Mapping[str, Any], platform: str, account_id: int) -> Gate:
+    """The gate's verdict on what ``social_gate`` (or ``social_post_start``) read: a
+    :class:`Gate`, or Snooze while the account is paused or the breaker is open; of an
+    open breaker whose time is up this caller becomes the one probe, if nobody else is."""
+    if row["paused_for"] > 0:
+        raise Snooze(
+            row["paused_for"],
+            f"account {account_id} paused: {row['paused_because'] or 'rate limit'}",
         )
-        if await cur.fetchone() is not None:
-            return Gate(probe=True, clean=False)
+    state = row["breaker"]
+    if state == "closed":
+        return Gate(probe=False, clean=row["failures"] == 0)
+    if state == "open" and row["open_for"] > 0:
+        raise Snooze(
+            row["open_for"] + random.uniform(0, 1),
+            f"{platform} circuit breaker open ({row['failures']} failures in a row)",
+        )
+    cur = await conn.execute(
+        sql.query("social_breaker_probe"), {"platform": platform, "probe_s": PROBE_SECONDS}
+    )
+    if await cur.fetchone() is not None:
+        return Gate(probe=True, clean=False)
     wait = max(1.0, row["probe_for"] or 1.0)
     raise Snooze(wait * random.uniform(0.5, 1.0), f"{platform} circuit breaker half open")
 
@@ -142,6 +164,8 @@ async def report(
     pacing: SlowDown | None,
 ) -> None:
     """Feed the breaker and the account's pause with how the step's calls went."""
+    if error is None and (gate is None or gate.clean) and (pacing is None or pacing.seconds <= 0):
+        return  # the usual case: nothing to write, no connection taken
     async with pool.connection() as conn:
         if error is None:
             if gate is not None and not gate.clean:

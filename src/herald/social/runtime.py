@@ -23,14 +23,31 @@ from herald.config import Settings
 from herald.context import JobContext
 from herald.ops.crypto import TokenCipher
 from herald.registry import Herald
+from herald.social.accounts import decrypt_account
+from herald.social.adapters.base import Account
 from herald.social.config import SocialSettings
-from herald.social.guards import QuotaTransport
+from herald.social.guards import Gate, QuotaTransport
 from herald.social.media import MediaFetcher, MediaLimits
 from herald.social.simulator import FailureSimulator, FaultPlan
 from herald.social.tracing import TracingTransport
 
 # Connections kept open per loop: enough for a worker's concurrency against a few hosts.
 HTTP_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=100)
+# Decrypted accounts kept per process (the cache starts again when full).
+ACCOUNTS_CACHED = 1000
+
+
+@dataclass
+class Attempt:
+    """What the steps of one attempt of a ``social.post`` job share."""
+
+    # The post and its account as the attempt's start read them (social_post_start);
+    # None: an earlier job published the post already.
+    row: dict[str, Any] | None
+    # The verdict of the start's gate, and the token taken with it: for the attempt's
+    # first platform call, which then asks the database for neither.
+    gate: Gate | None = None
+    prepaid: int = 0
 
 
 @dataclass
@@ -47,9 +64,12 @@ class SocialRuntime:
     )
     faults: FaultPlan | None = None
     # What one attempt's steps share (its post and account rows), gone with the attempt.
-    attempts: weakref.WeakKeyDictionary[JobContext, dict[str, Any]] = field(
+    attempts: weakref.WeakKeyDictionary[JobContext, Attempt] = field(
         default_factory=weakref.WeakKeyDictionary
     )
+    # Decrypted accounts by (account id, ciphertext): a new ciphertext (renewed, rotated,
+    # revoked) is a new entry, so nothing stale is ever used; bounded.
+    _accounts: dict[tuple[int, str], Account] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         env = os.environ if self.environ is None else self.environ
@@ -66,6 +86,22 @@ class SocialRuntime:
     def reload_keys(self) -> None:
         """Read ``HERALD_TOKEN_KEYS`` again (after a key was added in front)."""
         self._cipher = None
+        self._accounts.clear()
+
+    def account(self, row: Mapping[str, Any]) -> Account:
+        """The adapter's view of an account row, its credentials decrypted (once per
+        ciphertext: decryption is the costliest part of starting a post's attempt)."""
+        ciphertext = row["credentials"]
+        if ciphertext is None:
+            return decrypt_account(self.cipher, row)  # raises: revoked
+        key = (int(row["id"]), str(ciphertext))
+        account = self._accounts.get(key)
+        if account is None:
+            account = decrypt_account(self.cipher, row)
+            if len(self._accounts) >= ACCOUNTS_CACHED:
+                self._accounts.clear()
+            self._accounts[key] = account
+        return account
 
     @property
     def job_namespace(self) -> str:
