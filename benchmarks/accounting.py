@@ -34,7 +34,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
+    inodes: set[str] = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
