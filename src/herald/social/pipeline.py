@@ -163,7 +163,7 @@ class _Job:
             account = self.runtime.account(row)
         except CipherError as exc:
             raise await self.fail(str(exc)) from None
-        return row, adapter_for(account, self.runtime.http())
+        return row, adapter_for(account, self.runtime.http(self.post_id))
 
     async def call(self, adapter: Adapter, action: Callable[[], Awaitable[T]]) -> T:
         """Run platform calls behind the gate, with the account's bucket, and report.

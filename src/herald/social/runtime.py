@@ -31,8 +31,12 @@ from herald.social.media import MediaFetcher, MediaLimits
 from herald.social.simulator import FailureSimulator, FaultPlan
 from herald.social.tracing import TracingTransport
 
-# Connections kept open per loop: enough for a worker's concurrency against a few hosts.
-HTTP_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=100)
+# The platform clients of a loop: several small connection pools rather than one big
+# one, since the HTTP client scans every connection of its pool on each request (that
+# scan cost more than the request itself with a hundred connections open). Together
+# they keep enough connections for a worker's concurrency against a few hosts.
+HTTP_SHARDS = 8
+HTTP_LIMITS = httpx.Limits(max_connections=25, max_keepalive_connections=12)
 # Decrypted accounts kept per process (the cache starts again when full).
 ACCOUNTS_CACHED = 1000
 
@@ -56,7 +60,7 @@ class SocialRuntime:
     social: SocialSettings
     environ: Mapping[str, str] | None = None
     _cipher: TokenCipher | None = None
-    _http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = field(
+    _http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = field(
         default_factory=weakref.WeakKeyDictionary
     )
     _media: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MediaFetcher] = field(
@@ -113,15 +117,20 @@ class SocialRuntime:
             inner = FailureSimulator(inner, self.faults, environ=self.environ)
         return QuotaTransport(TracingTransport(inner))
 
-    def http(self) -> httpx.AsyncClient:
-        """The platform client of the running event loop."""
+    def http(self, shard: int = 0) -> httpx.AsyncClient:
+        """A platform client of the running event loop (``shard``: any number, e.g. the
+        post's id, spreads the calls over the loop's clients)."""
         loop = asyncio.get_running_loop()
-        client = self._http.get(loop)
-        if client is None:
-            transport = self._transport(httpx.AsyncHTTPTransport(limits=HTTP_LIMITS))
-            client = httpx.AsyncClient(transport=transport)
-            self._http[loop] = client
-        return client
+        clients = self._http.get(loop)
+        if clients is None:
+            clients = [
+                httpx.AsyncClient(
+                    transport=self._transport(httpx.AsyncHTTPTransport(limits=HTTP_LIMITS))
+                )
+                for _ in range(HTTP_SHARDS)
+            ]
+            self._http[loop] = clients
+        return clients[shard % HTTP_SHARDS]
 
     def media(self) -> MediaFetcher:
         loop = asyncio.get_running_loop()
@@ -134,8 +143,7 @@ class SocialRuntime:
     async def aclose(self) -> None:
         """Close this loop's clients (tests, the demo; workers keep theirs to the end)."""
         loop = asyncio.get_running_loop()
-        client = self._http.pop(loop, None)
-        if client is not None:
+        for client in self._http.pop(loop, []):
             await client.aclose()
         fetcher = self._media.pop(loop, None)
         if fetcher is not None:
