@@ -70,6 +70,14 @@ class Gate:
     clean: bool  # breaker closed with no failures counted: a success writes nothing
 
 
+class Held(Snooze):
+    """A snooze a guard decided; ``reason`` names which (see herald.social.meters)."""
+
+    def __init__(self, seconds: float, message: str, reason: str) -> None:
+        super().__init__(seconds, message)
+        self.reason = reason
+
+
 def bucket_key(platform: str, account_id: int) -> str:
     return f"social:{platform}:account:{account_id}"
 
@@ -97,7 +105,7 @@ async def try_token(
         return True
     except Snooze as wait:
         if wait.seconds > settings.short_wait:
-            raise
+            raise Held(wait.seconds, str(wait), "quota") from None
         await asyncio.sleep(wait.seconds)
         return False
 
@@ -135,17 +143,19 @@ async def judge(conn: AsyncConn, row: Mapping[str, Any], platform: str, account_
     :class:`Gate`, or Snooze while the account is paused or the breaker is open; of an
     open breaker whose time is up this caller becomes the one probe, if nobody else is."""
     if row["paused_for"] > 0:
-        raise Snooze(
+        raise Held(
             row["paused_for"],
             f"account {account_id} paused: {row['paused_because'] or 'rate limit'}",
+            "paused",
         )
     state = row["breaker"]
     if state == "closed":
         return Gate(probe=False, clean=row["failures"] == 0)
     if state == "open" and row["open_for"] > 0:
-        raise Snooze(
+        raise Held(
             row["open_for"] + random.uniform(0, 1),
             f"{platform} circuit breaker open ({row['failures']} failures in a row)",
+            "breaker",
         )
     cur = await conn.execute(
         sql.query("social_breaker_probe"), {"platform": platform, "probe_s": PROBE_SECONDS}
@@ -153,7 +163,7 @@ async def judge(conn: AsyncConn, row: Mapping[str, Any], platform: str, account_
     if await cur.fetchone() is not None:
         return Gate(probe=True, clean=False)
     wait = max(1.0, row["probe_for"] or 1.0)
-    raise Snooze(wait * random.uniform(0.5, 1.0), f"{platform} circuit breaker half open")
+    raise Held(wait * random.uniform(0.5, 1.0), f"{platform} circuit breaker half open", "breaker")
 
 
 async def report(

@@ -96,7 +96,12 @@ def register_social(
             return await _publish(_Job.of(runtime, ctx, payload))
 
     async def begin(pool: Pool, ctx: JobContext, payload: dict[str, Any]) -> None:
-        await _begin(_Job.of(runtime, ctx, payload))
+        job = _Job.of(runtime, ctx, payload)
+        try:
+            await _begin(job)
+        except guards.Held as held:
+            runtime.meters.snoozed(job.platform, held.reason)
+            raise
 
     # Before each attempt (a Snooze here uses no attempt): see _begin.
     app.gate(POST, "social", begin)
@@ -173,17 +178,23 @@ class _Job:
         pool, state = self.pool, self.state
         gate, prepaid = state.gate, state.prepaid
         state.gate, state.prepaid = None, 0
-        if gate is None:
-            gate = await guards.pass_gate(pool, self.platform, self.account_id, self.runtime.social)
         caller = guards.Caller(pool, self.platform, self.account_id, self.runtime.social, prepaid)
         token = guards.CURRENT.set(caller)
         try:
-            result = await action()
+            try:
+                if gate is None:
+                    gate = await guards.pass_gate(
+                        pool, self.platform, self.account_id, self.runtime.social
+                    )
+                result = await action()
+            finally:
+                guards.CURRENT.reset(token)
         except SocialError as exc:
-            guards.CURRENT.reset(token)
             await guards.report(pool, caller, gate, exc, adapter.pacing)
             raise await self.outcome(exc) from None
-        guards.CURRENT.reset(token)
+        except guards.Held as held:  # the gate, or the account's bucket between requests
+            self.runtime.meters.snoozed(self.platform, held.reason)
+            raise
         await guards.report(pool, caller, gate, None, adapter.pacing)
         return result
 
@@ -194,7 +205,10 @@ class _Job:
             await self.ctx.heartbeat()  # only while this attempt still holds the job
             async with self.pool.connection() as conn:
                 await accounts.mark_needs_reauth(conn, self.account_id, text)
+            self.runtime.meters.credential(self.platform, "reauth", "marked")
             return await self.fail(f"the account needs re-authorisation: {text}")
+        if error.disposition is Disposition.SNOOZE:
+            self.runtime.meters.snoozed(self.platform, "rate_limited")
         if error.disposition is Disposition.PERMANENT:
             return await self.fail(text)
         if error.disposition is Disposition.RETRY and self.ctx.attempt >= self.ctx.max_attempts:
@@ -212,6 +226,7 @@ class _Job:
             await conn.execute(
                 sql.query("social_post_failed"), {"id": self.post_id, "error": reason[:8000]}
             )
+        self.runtime.meters.post(self.platform, "failed")
 
     async def keep_renewed(self, row: Row, adapter: Adapter) -> None:
         renewed = adapter.updated_secrets()
@@ -220,6 +235,7 @@ class _Job:
                 await accounts.store_renewed(
                     conn, self.runtime.cipher, row, adapter.account, renewed
                 )
+            self.runtime.meters.credential(self.platform, "refresh", "stored")
 
 
 def worker_pool(ctx: JobContext) -> AsyncConnectionPool[AsyncConn]:
@@ -366,6 +382,7 @@ async def _publish(job: _Job) -> dict[str, Any]:
                 "url": published.url,
             },
         )
+    job.runtime.meters.post(job.platform, "published")
     return result
 
 
@@ -410,4 +427,6 @@ async def _revoke(runtime: SocialRuntime, ctx: JobContext, account_id: int) -> d
     reason = f"{row['status_reason'] or 'disconnected'} | {detail}"[:4000]
     async with ctx.transaction(result) as conn:
         await accounts.mark_revoked(conn, account_id, reason)
+    outcome = "ok" if remote else ("failed" if "failed" in detail else "local")
+    runtime.meters.credential(row["provider"], "revoke", outcome)
     return result

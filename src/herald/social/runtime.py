@@ -28,6 +28,7 @@ from herald.social.adapters.base import Account
 from herald.social.config import SocialSettings
 from herald.social.guards import Gate, QuotaTransport
 from herald.social.media import MediaFetcher, MediaLimits
+from herald.social.meters import MeteredTransport, SocialMeters
 from herald.social.simulator import FailureSimulator, FaultPlan
 from herald.social.tracing import TracingTransport
 
@@ -71,6 +72,8 @@ class SocialRuntime:
     attempts: weakref.WeakKeyDictionary[JobContext, Attempt] = field(
         default_factory=weakref.WeakKeyDictionary
     )
+    # This process's figures for /metrics (herald.social.meters).
+    meters: SocialMeters = field(default_factory=SocialMeters)
     # Decrypted accounts by (account id, ciphertext): a new ciphertext (renewed, rotated,
     # revoked) is a new entry, so nothing stale is ever used; bounded.
     _accounts: dict[tuple[int, str], Account] = field(default_factory=dict)
@@ -115,7 +118,7 @@ class SocialRuntime:
     def _transport(self, inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
         if self.faults is not None and self.faults.active:
             inner = FailureSimulator(inner, self.faults, environ=self.environ)
-        return QuotaTransport(TracingTransport(inner))
+        return QuotaTransport(TracingTransport(MeteredTransport(inner, self.meters)))
 
     def http(self, shard: int = 0) -> httpx.AsyncClient:
         """A platform client of the running event loop (``shard``: any number, e.g. the
