@@ -92,10 +92,16 @@ async def take_token(caller: Caller) -> None:
 
 
 async def try_token(
-    source: Pool | AsyncConn, platform: str, account_id: int, settings: SocialSettings
+    source: Pool | AsyncConn,
+    platform: str,
+    account_id: int,
+    settings: SocialSettings,
+    *,
+    sleep: bool = True,
 ) -> bool:
     """Take a token of the account's bucket: True when taken (or no quota applies);
-    after a short wait, slept here, False (ask again); a longer wait snoozes the job."""
+    after a short wait, False (ask again; slept here unless ``sleep`` is False, as inside
+    a transaction that holds locks); a longer wait snoozes the job."""
     quota = settings.quota(platform)
     if quota is None:
         return True
@@ -106,7 +112,8 @@ async def try_token(
     except Snooze as wait:
         if wait.seconds > settings.short_wait:
             raise Held(wait.seconds, str(wait), "quota") from None
-        await asyncio.sleep(wait.seconds)
+        if sleep:
+            await asyncio.sleep(wait.seconds)
         return False
 
 
