@@ -152,6 +152,24 @@ async def link_accounts(
     return ids
 
 
+async def post_once(http: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]) -> None:
+    """POST a post as a careful client does: a dropped connection (a loaded machine's
+    keep-alive races) or a 409 for the same key still in flight is retried with the same
+    Idempotency-Key, which makes the retry safe."""
+    for attempt in range(5):
+        try:
+            response = await http.post("/social/posts", json=body, headers=headers)
+        except httpx.TransportError:
+            if attempt == 4:
+                raise
+        else:
+            if response.status_code == 202:
+                return
+            if response.status_code != 409 or attempt == 4:
+                raise RuntimeError(f"POST /social/posts: {response.status_code} {response.text}")
+        await asyncio.sleep(0.2)
+
+
 async def submit(
     http: httpx.AsyncClient,
     headers: dict[str, str],
@@ -167,9 +185,7 @@ async def submit(
         for n in numbers:
             body = {"account_id": accounts[n % len(accounts)], "message": f"{tag} post {n}"}
             key = {**headers, "Idempotency-Key": f"{tag}-{n}"}
-            response = await http.post("/social/posts", json=body, headers=key)
-            if response.status_code != 202:
-                raise RuntimeError(f"POST /social/posts: {response.status_code} {response.text}")
+            await post_once(http, body, key)
 
     start = time.monotonic()
     await asyncio.gather(*(client() for _ in range(clients)))
