@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -82,13 +83,29 @@ def bucket_key(platform: str, account_id: int) -> str:
     return f"social:{platform}:account:{account_id}"
 
 
+# Per (event loop, bucket): the callers of this process waiting for a token of one
+# account, queued so that one at a time asks the database and sleeps until its token
+# is due, instead of all of them asking again at every refill (a herd of refusals).
+_QUEUES: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+
 async def take_token(caller: Caller) -> None:
     """One call's token from the account's bucket; short waits are slept in place."""
     if caller.prepaid > 0:
         caller.prepaid -= 1
         return
-    while not await try_token(caller.pool, caller.platform, caller.account_id, caller.settings):
-        pass
+    args = (caller.pool, caller.platform, caller.account_id, caller.settings)
+    place = (id(asyncio.get_running_loop()), bucket_key(caller.platform, caller.account_id))
+    queue = _QUEUES.get(place)
+    # Nobody of ours is waiting: ask straight away (the usual case).
+    if (queue is None or not queue.locked()) and await try_token(*args, sleep=False):
+        return
+    queue = _QUEUES.get(place)
+    if queue is None:
+        queue = _QUEUES[place] = asyncio.Lock()
+    async with queue:
+        while not await try_token(*args):
+            pass
 
 
 async def try_token(
