@@ -18,8 +18,8 @@ this process, posts carry no media and no faults are injected. Three figures:
   the last publication, and p50/p99 of admission -> published (the post row's
   ``created_at`` and ``published_at``, both the database's clock).
 
-Where the time goes (printed with each figure): for the admission and the drain, the CPU
-milliseconds per post of each process group - the API, the workers, this process (the
+Where the time goes (printed with each figure): for the admission and the drain, the
+CPU milliseconds per post of each process group - the API, the workers, this process (the
 sandbox and the HTTP client) - and of the PostgreSQL backends serving each, and the
 transactions per post the database counted (``pg_stat_database``: give the benchmark a
 database of its own for that figure to be its alone).
