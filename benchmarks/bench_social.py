@@ -17,6 +17,12 @@ this process, posts carry no media and no faults are injected. Three figures:
 * **steady**: posts submitted while the workers run; posts/s from the first admission to
   the last publication, and p50/p99 of admission -> published (the post row's
   ``created_at`` and ``published_at``, both the database's clock).
+
+Where the time goes (printed with each figure): for the admission and the drain, the
+CPU milliseconds per post of each process group - the API, the workers, this process (the
+sandbox and the HTTP client) - and of the PostgreSQL backends serving each, and the
+transactions per post the database counted (``pg_stat_database``: give the benchmark a
+database of its own for that figure to be its alone).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.accounting import Ledger, spent
 from benchmarks.bench_core import Processes, fresh_schema
 from herald import loop
 from herald.api import create_key
@@ -53,6 +60,9 @@ _LATENCIES = """
 SELECT extract(epoch FROM published_at - created_at)::float8 * 1000 AS ms
 FROM social_posts WHERE state = 'published'
 """
+_POSTS = "SELECT count(*) AS n FROM social_posts"
+_PUBLISHED = "SELECT count(*) AS n FROM social_posts WHERE state = 'published'"
+_COMMITS = "SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()"
 ACCOUNTS = 8
 
 
@@ -142,6 +152,24 @@ async def link_accounts(
     return ids
 
 
+async def post_once(http: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]) -> None:
+    """POST a post as a careful client does: a dropped connection (a loaded machine's
+    keep-alive races) or a 409 for the same key still in flight is retried with the same
+    Idempotency-Key, which makes the retry safe."""
+    for attempt in range(5):
+        try:
+            response = await http.post("/social/posts", json=body, headers=headers)
+        except httpx.TransportError:
+            if attempt == 4:
+                raise
+        else:
+            if response.status_code == 202:
+                return
+            if response.status_code != 409 or attempt == 4:
+                raise RuntimeError(f"POST /social/posts: {response.status_code} {response.text}")
+        await asyncio.sleep(0.2)
+
+
 async def submit(
     http: httpx.AsyncClient,
     headers: dict[str, str],
@@ -157,13 +185,39 @@ async def submit(
         for n in numbers:
             body = {"account_id": accounts[n % len(accounts)], "message": f"{tag} post {n}"}
             key = {**headers, "Idempotency-Key": f"{tag}-{n}"}
-            response = await http.post("/social/posts", json=body, headers=key)
-            if response.status_code != 202:
-                raise RuntimeError(f"POST /social/posts: {response.status_code} {response.text}")
+            await post_once(http, body, key)
 
     start = time.monotonic()
     await asyncio.gather(*(client() for _ in range(clients)))
     return posts / (time.monotonic() - start)
+
+
+class Breakdown:
+    """CPU time per post of each process group and its backends, and commits per post,
+    between :meth:`start` and :meth:`stop` (see :mod:`benchmarks.accounting`)."""
+
+    def __init__(self, settings: Settings, ledger: Ledger, phase: str, counted: str) -> None:
+        self.settings, self.ledger, self.phase, self.counted = settings, ledger, phase, counted
+
+    async def start(self) -> None:
+        self.before = await self.ledger.snapshot()
+        self.commits = (await query(self.settings, _COMMITS))[0]["n"]
+        self.posts = (await query(self.settings, self.counted))[0]["n"]
+
+    async def stop(self, figures: dict[str, float]) -> None:
+        posts = (await query(self.settings, self.counted))[0]["n"] - self.posts
+        # Backends report their counts at most once a second: let them.
+        await asyncio.sleep(1.5)
+        cpu = spent(self.before, await self.ledger.snapshot())
+        commits = (await query(self.settings, _COMMITS))[0]["n"] - self.commits
+        for group, seconds in cpu.items():
+            figures[f"{self.phase} cpu {group}"] = seconds * 1000 / posts
+        figures[f"{self.phase} commits"] = commits / posts
+        parts = ", ".join(f"{group} {seconds * 1000 / posts:.2f}" for group, seconds in cpu.items())
+        print(
+            f"  {self.phase} CPU ms/post: {parts}; transactions/post {commits / posts:.1f}",
+            file=sys.stderr,
+        )
 
 
 async def measure(
@@ -181,22 +235,37 @@ async def measure(
             port = 18000 + os.getpid() % 1000
             command = [sys.executable, "-m", "herald", "--app", "herald.social.app:app"]
             limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+            ledger_conn = await connect(conninfo(url, settings.schema))
+            ledger = Ledger(ledger_conn, server_port=_server_port(url))
+            ledger.add("bench", [os.getpid()])
             with Spawned("herald-bench-social-api-") as api:
                 api.spawn([*command, "serve", "--port", str(port)], env, 1)
-                async with httpx.AsyncClient(
-                    base_url=f"http://127.0.0.1:{port}", timeout=120.0, limits=limits
-                ) as http:
+                ledger.add("api", [p.pid for p in api.procs])
+                async with (
+                    httpx.AsyncClient(
+                        base_url=f"http://127.0.0.1:{port}", timeout=120.0, limits=limits
+                    ) as http,
+                    ledger_conn,
+                ):
                     await api_ready(http, api)
                     accounts = await link_accounts(http, headers, sandbox)
+                    admission = Breakdown(settings, ledger, "admission", _POSTS)
+                    await admission.start()
                     figures["admission"] = await submit(
                         http, headers, accounts, posts, clients, "backlog"
                     )
+                    await admission.stop(figures)
                     print(f"  admission: {figures['admission']:.0f} posts/s", file=sys.stderr)
                     args = ["worker", "--concurrency", str(concurrency)]
                     with Spawned("herald-bench-social-") as pool:
                         pool.spawn([*command, *args], env, workers)
+                        ledger.add("workers", [p.pid for p in pool.procs])
                         await workers_ready(pool)
+                        # From here: the workers' start-up is not part of a post's cost.
+                        drain = Breakdown(settings, ledger, "drain", _PUBLISHED)
+                        await drain.start()
                         await wait_published(settings, 600)
+                        await drain.stop(figures)
                         span = (await query(settings, _SPAN))[0]
                         figures["drain"] = span["n"] / span["drain_s"]
                         # Steady state: the backlog is gone, new posts meet running workers.
@@ -220,6 +289,10 @@ async def measure(
     finally:
         sandbox.stop()
     return figures
+
+
+def _server_port(url: str) -> int:
+    return httpx.URL(url).port or 5432
 
 
 def main(argv: list[str] | None = None) -> int:

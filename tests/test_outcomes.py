@@ -123,6 +123,19 @@ async def test_pipeline_resumes_at_the_first_unfinished_step(
     assert [(e["attempt"], e["message"]) for e in row["errors"]] == [(1, "persist failed")]
 
 
+async def test_a_step_that_skips_its_checkpoint_runs_again_on_a_retry(
+    settings: Settings, client: Client
+) -> None:
+    job = await client.enqueue("two_steps", {"persist_fails_until": 2, "cheap_get": True})
+    async with running_worker(settings):
+        row = await wait_for_job(client, job.id)
+    assert (row["state"], row["attempt"]) == ("succeeded", 2)
+    # Nothing was saved after get_data: attempt 2 began there again, and its output (not
+    # attempt 1's) reached persist_data.
+    assert (row["checkpoint"], row["step"]) == (None, None)
+    assert row["result"] == {"persisted": ["file-2"], "persisted_on_attempt": 2}
+
+
 async def test_timeout_is_a_retryable_failure_and_sync_handlers_use_the_pool(
     settings: Settings, client: Client
 ) -> None:

@@ -79,11 +79,12 @@ async def _run_steps(kind: Kind, ctx: JobContext, payload: dict[str, Any]) -> An
     for index in range(start, len(kind.steps)):
         step = kind.steps[index]
         ctx.step = step.name
+        ctx.checkpoint_skipped = False
         result = await call(step.handler, step.is_async, ctx, payload)
         update = result if isinstance(result, dict) else {}
-        if index + 1 < len(kind.steps):
+        if index + 1 < len(kind.steps) and not ctx.checkpoint_skipped:
             # Progress is durable before the next step starts: a retry resumes there.
             await ctx.save_checkpoint(update, step=kind.steps[index + 1].name)
-        else:
+        else:  # the last step (its completion records it), or one safe to run again
             ctx.checkpoint = {**ctx.checkpoint, **update}
     return result

@@ -42,6 +42,8 @@ class JobContext:
         self.checkpoint: dict[str, Any] = dict(row["checkpoint"] or {})
         self.loop = asyncio.get_running_loop()
         self.executor: Executor | None = executor
+        # Set by a pipeline step whose progress need not be durable (see skip_checkpoint).
+        self.checkpoint_skipped = False
 
     @property
     def pool(self) -> AsyncConnectionPool[AsyncConn]:
@@ -82,6 +84,13 @@ class JobContext:
         await self._lease.save_checkpoint(self._held, target_step, merged)
         self.checkpoint = merged
         self.step = target_step
+
+    def skip_checkpoint(self) -> None:
+        """The running pipeline step's progress need not be saved before the next step:
+        running the step again on a retry is cheap and safe (it did nothing outside, or
+        only what it repeats idempotently). Its result still reaches the next steps in
+        memory and is part of the next checkpoint saved; one commit fewer."""
+        self.checkpoint_skipped = True
 
     @asynccontextmanager
     async def transaction(self, result: Any = None) -> AsyncIterator[AsyncConn]:

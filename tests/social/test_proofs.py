@@ -39,6 +39,15 @@ async def step_of(settings: Settings, job_id: int) -> str | None:
     return None if row is None else row["step"]
 
 
+async def post_step_of(settings: Settings, job_id: int) -> str | None:
+    """The step the post's row shows: 'publish' is stamped just before the publish call
+    (a media-less post's job saves no checkpoint on its way there)."""
+    async with await open_connection(settings) as conn:
+        cur = await conn.execute("SELECT step FROM social_posts WHERE job_id = %s", (job_id,))
+        row = await cur.fetchone()
+    return None if row is None else row["step"]
+
+
 async def attempts_and_rescues(settings: Settings, job_id: int) -> tuple[int, int]:
     async with await open_connection(settings) as conn:
         cur = await conn.execute("SELECT attempt, rescues FROM jobs WHERE id = %s", (job_id,))
@@ -107,7 +116,7 @@ async def test_a_worker_paused_past_its_lease_mid_publish_cannot_post_twice_or_r
         paused = proof.workers.start(env=slow)
 
         async def at_publish() -> bool:
-            return await step_of(settings, job_id) == "publish"
+            return await post_step_of(settings, job_id) == "publish"
 
         await wait_for(at_publish, 60, "the publish step", proof.workers)
         await asyncio.sleep(0.3)  # inside the publish call's delay

@@ -74,6 +74,8 @@ def _serving(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     """The lifespan that gives the routes their state (one client pool for all requests)."""
 
+    social.include_meters(herald_app, metrics)
+
     @asynccontextmanager
     async def serving(app: FastAPI) -> AsyncIterator[None]:
         client = await Client.open(herald_app, settings)

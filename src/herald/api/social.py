@@ -11,6 +11,7 @@ accepted once and never shown again; answers name accounts by id.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
@@ -21,9 +22,11 @@ from herald.api.disclosure import public_row
 from herald.api.models import MAX_ID, TEXT, IdPath, Reason, Strict
 from herald.api.problems import Problem, responses
 from herald.api.state import ApiState, State
+from herald.metrics import HeraldMetrics
 from herald.ops import audit, deadletters
 from herald.ops.crypto import CipherError
 from herald.ops.errors import NotFound
+from herald.registry import Herald
 from herald.social import accounts, admission, records
 from herald.social.runtime import SocialRuntime, social_runtime
 from herald.social.tracing import traced_admission, traced_request
@@ -99,6 +102,12 @@ def runtime_of(state: ApiState) -> SocialRuntime:
 
 def _service(service: Annotated[str, Path(pattern=r"^[a-z][a-z0-9_]{0,49}$")]) -> str:
     return service
+
+
+def include_meters(herald_app: Herald, metrics: HeraldMetrics) -> None:
+    """Serve the social figures of this process on ``/metrics`` (when social runs here)."""
+    with contextlib.suppress(LookupError):  # social is not registered on this app
+        metrics.include(social_runtime(herald_app).meters)
 
 
 def status_url(job_id: int) -> str:
@@ -204,7 +213,7 @@ async def submit_post(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> PostAccepted:
-    runtime_of(state)
+    runtime = runtime_of(state)
     if idempotency_key is None:
         raise Problem(400, "idempotency-key-required", "this route needs an Idempotency-Key header")
     account_id = body.account_id
@@ -227,6 +236,8 @@ async def submit_post(
             request_body=body.model_dump(),
             trace=trace,
         )
+    if admitted.provider is not None:
+        runtime.meters.post(admitted.provider, "accepted")
     url = status_url(admitted.job_id)
     response.headers["Location"] = url
     return PostAccepted(

@@ -42,6 +42,7 @@ OPTIONAL_QUERIES = (
     "metrics_cleanup",
     "metrics_rate_limits",
     "metrics_ingest",
+    "metrics_social",
 )
 
 
@@ -203,6 +204,7 @@ class HeraldMetrics:
         self._workers = _WorkerCollector()
         self.registry.register(self._database)
         self.registry.register(self._workers)
+        self._included: list[Collector] = []
         self.enqueued = Counter(
             "herald_api_enqueued",
             "Admissions through the HTTP API, by kind and outcome",
@@ -222,6 +224,12 @@ class HeraldMetrics:
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )
+
+    def include(self, collector: Collector) -> None:
+        """Serve an application's in-process figures too (once, however often asked)."""
+        if collector not in self._included:
+            self._included.append(collector)
+            self.registry.register(collector)
 
     def observe_handler(self, kind: str, outcome: str, seconds: float) -> None:
         self.handler_duration.labels(kind, outcome).observe(max(0.0, seconds))

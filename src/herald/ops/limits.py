@@ -24,12 +24,14 @@ or declare them on a kind so the worker checks them before the handler runs::
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -105,14 +107,18 @@ async def acquire_slot(
         job_id, fence = source.job_id, source.fence
     if job_id is None or fence is None:
         raise ValueError("acquire_slot needs the running job's context, or its id and fence")
-    async with connection(_pool_of(source)) as conn, conn.transaction():
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("ops_concurrency_lock"), {"key": key})
-        await cur.execute(
-            sql.query("ops_concurrency_acquire"),
-            {"key": key, "limit": limit, "job_id": job_id, "fence": fence},
-        )
-        row = await cur.fetchone()
+    async with connection(_pool_of(source)) as conn:
+        # Inside a caller's transaction the lock lasts to its end anyway: no savepoint
+        # (two more round trips) around it.
+        inside = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        async with contextlib.nullcontext() if inside else conn.transaction():
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(sql.query("ops_concurrency_lock"), {"key": key})
+            await cur.execute(
+                sql.query("ops_concurrency_acquire"),
+                {"key": key, "limit": limit, "job_id": job_id, "fence": fence},
+            )
+            row = await cur.fetchone()
     if row is None:
         wait = retry_after * random.uniform(0.5, 1.5)
         raise Snooze(wait, f"concurrency limit {key!r}: all {limit} slots are busy")

@@ -39,6 +39,7 @@ class PostAdmitted:
     post_id: int
     job_id: int
     created: bool
+    provider: str | None = None  # the account's platform, when created
 
 
 @dataclass(frozen=True)
@@ -114,10 +115,10 @@ async def submit_post(
             payload["trace"] = trace
         admitted = await client.enqueue(POST, payload, key=f"post:{post['id']}", conn=conn)
         await conn.execute(
-            sql.query("social_post_set_job"), {"id": post["id"], "job_id": admitted.id}
+            sql.query("social_post_set_job"),
+            {**key_params, "id": post["id"], "job_id": admitted.id},
         )
-        await conn.execute(sql.query("social_post_key_bind"), {**key_params, "post_id": post["id"]})
-        return PostAdmitted(post["id"], admitted.id, created=True)
+        return PostAdmitted(post["id"], admitted.id, created=True, provider=account["provider"])
 
 
 async def request_disconnect(

@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from psycopg.rows import dict_row
@@ -42,7 +44,7 @@ Pool = AsyncConnectionPool[AsyncConn]
 PROBE_SECONDS = 60.0  # a probe that never reports back frees the breaker after this
 
 
-@dataclass(frozen=True)
+@dataclass
 class Caller:
     """Who the platform calls of the running step are made for."""
 
@@ -50,6 +52,9 @@ class Caller:
     platform: str
     account_id: int
     settings: SocialSettings
+    # Tokens of the account's bucket taken already (with the attempt's start, in the
+    # same transaction): the next requests spend these before asking the database.
+    prepaid: int = 0
 
 
 # Set by the step around its platform calls; read by QuotaTransport on every request.
@@ -66,25 +71,67 @@ class Gate:
     clean: bool  # breaker closed with no failures counted: a success writes nothing
 
 
+class Held(Snooze):
+    """A snooze a guard decided; ``reason`` names which (see herald.social.meters)."""
+
+    def __init__(self, seconds: float, message: str, reason: str) -> None:
+        super().__init__(seconds, message)
+        self.reason = reason
+
+
 def bucket_key(platform: str, account_id: int) -> str:
     return f"social:{platform}:account:{account_id}"
 
 
+# Per (event loop, bucket): the callers of this process waiting for a token of one
+# account, queued so that one at a time asks the database and sleeps until its token
+# is due, instead of all of them asking again at every refill (a herd of refusals).
+_QUEUES: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+
 async def take_token(caller: Caller) -> None:
     """One call's token from the account's bucket; short waits are slept in place."""
-    quota = caller.settings.quota(caller.platform)
-    if quota is None:
+    if caller.prepaid > 0:
+        caller.prepaid -= 1
         return
+    args = (caller.pool, caller.platform, caller.account_id, caller.settings)
+    place = (id(asyncio.get_running_loop()), bucket_key(caller.platform, caller.account_id))
+    queue = _QUEUES.get(place)
+    # Nobody of ours is waiting: ask straight away (the usual case).
+    if (queue is None or not queue.locked()) and await try_token(*args, sleep=False):
+        return
+    queue = _QUEUES.get(place)
+    if queue is None:
+        queue = _QUEUES[place] = asyncio.Lock()
+    async with queue:
+        while not await try_token(*args):
+            pass
+
+
+async def try_token(
+    source: Pool | AsyncConn,
+    platform: str,
+    account_id: int,
+    settings: SocialSettings,
+    *,
+    sleep: bool = True,
+) -> bool:
+    """Take a token of the account's bucket: True when taken (or no quota applies);
+    after a short wait, False (ask again; slept here unless ``sleep`` is False, as inside
+    a transaction that holds locks); a longer wait snoozes the job."""
+    quota = settings.quota(platform)
+    if quota is None:
+        return True
     rate, burst = quota.bucket()
-    key = bucket_key(caller.platform, caller.account_id)
-    while True:
-        try:
-            await limits.acquire(caller.pool, key, rate, burst)
-            return
-        except Snooze as wait:
-            if wait.seconds > caller.settings.short_wait:
-                raise
+    try:
+        await limits.acquire(source, bucket_key(platform, account_id), rate, burst)
+        return True
+    except Snooze as wait:
+        if wait.seconds > settings.short_wait:
+            raise Held(wait.seconds, str(wait), "quota") from None
+        if sleep:
             await asyncio.sleep(wait.seconds)
+        return False
 
 
 class QuotaTransport(httpx.AsyncBaseTransport):
@@ -112,26 +159,35 @@ async def pass_gate(pool: Pool, platform: str, account_id: int, settings: Social
         )
         row = await cur.fetchone()
         assert row is not None
-        if row["paused_for"] > 0:
-            raise Snooze(
-                row["paused_for"],
-                f"account {account_id} paused: {row['paused_because'] or 'rate limit'}",
-            )
-        state = row["breaker"]
-        if state == "closed":
-            return Gate(probe=False, clean=row["failures"] == 0)
-        if state == "open" and row["open_for"] > 0:
-            raise Snooze(
-                row["open_for"] + random.uniform(0, 1),
-                f"{platform} circuit breaker open ({row['failures']} failures in a row)",
-            )
-        await cur.execute(
-            sql.query("social_breaker_probe"), {"platform": platform, "probe_s": PROBE_SECONDS}
+        return await judge(conn, row, platform, account_id)
+
+
+async def judge(conn: AsyncConn, row: Mapping[str, Any], platform: str, account_id: int) -> Gate:
+    """The gate's verdict on what ``social_gate`` (or ``social_post_start``) read: a
+    :class:`Gate`, or Snooze while the account is paused or the breaker is open; of an
+    open breaker whose time is up this caller becomes the one probe, if nobody else is."""
+    if row["paused_for"] > 0:
+        raise Held(
+            row["paused_for"],
+            f"account {account_id} paused: {row['paused_because'] or 'rate limit'}",
+            "paused",
         )
-        if await cur.fetchone() is not None:
-            return Gate(probe=True, clean=False)
+    state = row["breaker"]
+    if state == "closed":
+        return Gate(probe=False, clean=row["failures"] == 0)
+    if state == "open" and row["open_for"] > 0:
+        raise Held(
+            row["open_for"] + random.uniform(0, 1),
+            f"{platform} circuit breaker open ({row['failures']} failures in a row)",
+            "breaker",
+        )
+    cur = await conn.execute(
+        sql.query("social_breaker_probe"), {"platform": platform, "probe_s": PROBE_SECONDS}
+    )
+    if await cur.fetchone() is not None:
+        return Gate(probe=True, clean=False)
     wait = max(1.0, row["probe_for"] or 1.0)
-    raise Snooze(wait * random.uniform(0.5, 1.0), f"{platform} circuit breaker half open")
+    raise Held(wait * random.uniform(0.5, 1.0), f"{platform} circuit breaker half open", "breaker")
 
 
 async def report(
@@ -142,6 +198,8 @@ async def report(
     pacing: SlowDown | None,
 ) -> None:
     """Feed the breaker and the account's pause with how the step's calls went."""
+    if error is None and (gate is None or gate.clean) and (pacing is None or pacing.seconds <= 0):
+        return  # the usual case: nothing to write, no connection taken
     async with pool.connection() as conn:
         if error is None:
             if gate is not None and not gate.clean:

@@ -47,10 +47,11 @@ from herald.social.adapters import Adapter, MediaRef, Post, adapter_for
 from herald.social.admission import POST, REVOKE
 from herald.social.config import SocialSettings
 from herald.social.errors import Disposition, SocialError, to_job_outcome
-from herald.social.runtime import SocialRuntime, attach_runtime, social_runtime
+from herald.social.runtime import Attempt, SocialRuntime, attach_runtime, social_runtime
 from herald.social.tracing import traced_step
 
 log = logging.getLogger(__name__)
+Pool = AsyncConnectionPool[AsyncConn]
 
 STEPS = ["auth", "media", "publish"]
 T = TypeVar("T")
@@ -94,19 +95,22 @@ def register_social(
         with traced_step(payload, ctx.job_id, ctx.attempt, "publish"):
             return await _publish(_Job.of(runtime, ctx, payload))
 
-    limits.declare(
-        app, POST, concurrency=limits.ConcurrencyLimit(config.account_concurrency, key=_per_account)
-    )
+    async def begin(pool: Pool, ctx: JobContext, payload: dict[str, Any]) -> None:
+        job = _Job.of(runtime, ctx, payload)
+        try:
+            await _begin(job)
+        except guards.Held as held:
+            runtime.meters.snoozed(job.platform, held.reason)
+            raise
+
+    # Before each attempt (a Snooze here uses no attempt): see _begin.
+    app.gate(POST, "social", begin)
 
     @app.task(REVOKE, max_attempts=config.max_attempts, backoff=config.backoff, api_scope=None)
     async def revoke(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         return await _revoke(runtime, ctx, int(payload["account_id"]))
 
     return runtime
-
-
-def _per_account(payload: dict[str, Any]) -> str:
-    return f"social:concurrency:account:{payload['account_id']}"
 
 
 @dataclass
@@ -137,47 +141,60 @@ class _Job:
         return worker_pool(self.ctx)
 
     @property
+    def state(self) -> Attempt:
+        """What this attempt's start read (the gate runs before every attempt)."""
+        state = self.runtime.attempts.get(self.ctx)
+        if state is None:
+            raise RuntimeError(f"job {self.ctx.job_id}: its attempt did not pass the gate")
+        return state
+
+    @property
     def keys(self) -> steps.StepKeys:
         # Bound to the post: the same on every attempt, worker and replay of its job.
         return steps.StepKeys.for_job(f"{self.runtime.job_namespace}:post:{self.post_id}")
 
     async def adapter(self) -> tuple[Row, Adapter]:
-        """The account (still usable) and an adapter holding its credentials; read once
-        per attempt (the auth step's read), again by an attempt resuming later on."""
-        row = self.runtime.attempts.get(self.ctx)
+        """The account (still usable) and an adapter holding its credentials, as the
+        attempt's start read it."""
+        row = self.state.row
         if row is None:
-            async with self.pool.connection() as conn:
-                try:
-                    row = await accounts.get_account(
-                        conn, self.account_id, trust=self.runtime.social.auth_trust
-                    )
-                except NotFound:
-                    raise await self.fail(f"account {self.account_id} does not exist") from None
-            self.runtime.attempts[self.ctx] = row
+            raise RuntimeError(f"post {self.post_id} is published: no platform call is due")
         if row["status"] != "active":
             reason = f"account {self.account_id} is {row['status']}"
             if row["status_reason"]:
                 reason += f": {row['status_reason']}"
             raise await self.fail(reason)
         try:
-            account = accounts.decrypt_account(self.runtime.cipher, row)
+            account = self.runtime.account(row)
         except CipherError as exc:
             raise await self.fail(str(exc)) from None
-        return row, adapter_for(account, self.runtime.http())
+        return row, adapter_for(account, self.runtime.http(self.post_id))
 
     async def call(self, adapter: Adapter, action: Callable[[], Awaitable[T]]) -> T:
-        """Run platform calls behind the gate, with the account's bucket, and report."""
-        pool = self.pool
-        gate = await guards.pass_gate(pool, self.platform, self.account_id, self.runtime.social)
-        caller = guards.Caller(pool, self.platform, self.account_id, self.runtime.social)
+        """Run platform calls behind the gate, with the account's bucket, and report.
+
+        The attempt's first call uses the verdict (and the token) of its start; later
+        ones ask the gate again."""
+        pool, state = self.pool, self.state
+        gate, prepaid = state.gate, state.prepaid
+        state.gate, state.prepaid = None, 0
+        caller = guards.Caller(pool, self.platform, self.account_id, self.runtime.social, prepaid)
         token = guards.CURRENT.set(caller)
         try:
-            result = await action()
+            try:
+                if gate is None:
+                    gate = await guards.pass_gate(
+                        pool, self.platform, self.account_id, self.runtime.social
+                    )
+                result = await action()
+            finally:
+                guards.CURRENT.reset(token)
         except SocialError as exc:
-            guards.CURRENT.reset(token)
             await guards.report(pool, caller, gate, exc, adapter.pacing)
             raise await self.outcome(exc) from None
-        guards.CURRENT.reset(token)
+        except guards.Held as held:  # the gate, or the account's bucket between requests
+            self.runtime.meters.snoozed(self.platform, held.reason)
+            raise
         await guards.report(pool, caller, gate, None, adapter.pacing)
         return result
 
@@ -188,7 +205,10 @@ class _Job:
             await self.ctx.heartbeat()  # only while this attempt still holds the job
             async with self.pool.connection() as conn:
                 await accounts.mark_needs_reauth(conn, self.account_id, text)
+            self.runtime.meters.credential(self.platform, "reauth", "marked")
             return await self.fail(f"the account needs re-authorisation: {text}")
+        if error.disposition is Disposition.SNOOZE:
+            self.runtime.meters.snoozed(self.platform, "rate_limited")
         if error.disposition is Disposition.PERMANENT:
             return await self.fail(text)
         if error.disposition is Disposition.RETRY and self.ctx.attempt >= self.ctx.max_attempts:
@@ -206,6 +226,7 @@ class _Job:
             await conn.execute(
                 sql.query("social_post_failed"), {"id": self.post_id, "error": reason[:8000]}
             )
+        self.runtime.meters.post(self.platform, "failed")
 
     async def keep_renewed(self, row: Row, adapter: Adapter) -> None:
         renewed = adapter.updated_secrets()
@@ -214,6 +235,7 @@ class _Job:
                 await accounts.store_renewed(
                     conn, self.runtime.cipher, row, adapter.account, renewed
                 )
+            self.runtime.meters.credential(self.platform, "refresh", "stored")
 
 
 def worker_pool(ctx: JobContext) -> AsyncConnectionPool[AsyncConn]:
@@ -230,21 +252,56 @@ def error_text(error: SocialError) -> str:
     return text[:4000]
 
 
-async def _auth(job: _Job) -> dict[str, Any]:
-    async with job.pool.connection() as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
-            sql.query("social_post_take"),
+async def _begin(job: _Job) -> None:
+    """The start of an attempt, as one transaction (one commit): a slot of the account's
+    concurrency, the post taken up with its account, the account's pause and the
+    platform's breaker judged, and the first request's token of the account's bucket.
+    Any Snooze rolls all of it back (the first publish try's stamp included); the
+    attempt's steps reuse what it read."""
+    ctx, social = job.ctx, job.runtime.social
+    async with job.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        # Pipelined: the statements go out together and their answers come back at the
+        # slot's, one round trip instead of five (none depends on another's answer).
+        start = conn.cursor(row_factory=dict_row)
+        await start.execute(
+            sql.query("social_post_start"),
             {
                 "id": job.post_id,
-                "job_id": job.ctx.job_id,
-                "verified_within": job.runtime.social.auth_trust,
+                "job_id": ctx.job_id,
+                "step": ctx.step or STEPS[0],
+                "verified_within": social.auth_trust,
             },
         )
-        taken = await cur.fetchone()
-    if taken is None:  # published by an earlier job: nothing left to do
+        gate_row = conn.cursor(row_factory=dict_row)
+        await gate_row.execute(
+            sql.query("social_gate"), {"platform": job.platform, "account_id": job.account_id}
+        )
+        await limits.acquire_slot(
+            conn,
+            f"social:concurrency:account:{job.account_id}",
+            social.account_concurrency,
+            job_id=ctx.job_id,
+            fence=ctx.fence,
+        )
+        row = await start.fetchone()
+        if row is None:  # published by an earlier job: nothing left to do
+            job.runtime.attempts[ctx] = Attempt(None)
+            return
+        seen = await gate_row.fetchone()
+        assert seen is not None
+        gate = await guards.judge(conn, seen, job.platform, job.account_id)
+        # Not slept here (the slot's lock lasts to the commit): a short wait is the
+        # transport's to sleep, before the first request.
+        taken = await guards.try_token(conn, job.platform, job.account_id, social, sleep=False)
+    job.runtime.attempts[ctx] = Attempt(row, gate, prepaid=1 if taken else 0)
+
+
+async def _auth(job: _Job) -> dict[str, Any]:
+    # Running this step again is a read, at most a verify call: no checkpoint needed.
+    job.ctx.skip_checkpoint()
+    taken = job.state.row
+    if taken is None:
         return {"already_published": True}
-    job.runtime.attempts[job.ctx] = taken  # what the next steps of this attempt reuse
     row, adapter = await job.adapter()
     if not row["recently_verified"]:
         info = await job.call(adapter, lambda: steps.check_auth(adapter))
@@ -259,6 +316,7 @@ async def _media(job: _Job) -> dict[str, Any]:
     checkpoint = job.ctx.checkpoint
     url = checkpoint.get("media_url")
     if checkpoint.get("already_published") or not url:
+        job.ctx.skip_checkpoint()  # nothing uploaded: nothing to keep
         return {"media": []}
     row, adapter = await job.adapter()
     fetcher = job.runtime.media()
@@ -282,16 +340,9 @@ async def _media(job: _Job) -> dict[str, Any]:
 
 async def _publish(job: _Job) -> dict[str, Any]:
     checkpoint = job.ctx.checkpoint
-    if checkpoint.get("already_published"):
+    post = job.state.row
+    if checkpoint.get("already_published") or post is None:
         return {"post_id": job.post_id, "already_published": True}
-    post = job.runtime.attempts.get(job.ctx)
-    if post is None or "message" not in post:  # an attempt that resumed at publish
-        async with job.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql.query("social_post_get"), {"id": job.post_id, "job_id": None})
-            post = await cur.fetchone()
-            if post is None:
-                raise Permanent(f"post {job.post_id} does not exist")
     row, adapter = await job.adapter()
     media = [MediaRef.from_json(m) for m in checkpoint.get("media") or []]
     content = Post(text=post["message"], created_at=_created_at(checkpoint, post))
@@ -301,11 +352,13 @@ async def _publish(job: _Job) -> dict[str, Any]:
         raise await job.outcome(exc) from None
 
     async def create() -> Any:
-        async with job.pool.connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql.query("social_post_publish_started"), {"id": job.post_id})
-            mark = await cur.fetchone()
-        since = float(mark["since_first_try"]) if mark is not None else 0.0
+        since = post["since_first_try"]
+        if since is None:  # the start did not stamp the first try: stamp it now
+            async with job.pool.connection() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(sql.query("social_post_publish_started"), {"id": job.post_id})
+                mark = await cur.fetchone()
+            since = float(mark["since_first_try"]) if mark is not None else 0.0
         return await steps.publish(
             adapter,
             content,
@@ -334,6 +387,7 @@ async def _publish(job: _Job) -> dict[str, Any]:
                 "url": published.url,
             },
         )
+    job.runtime.meters.post(job.platform, "published")
     return result
 
 
@@ -378,4 +432,6 @@ async def _revoke(runtime: SocialRuntime, ctx: JobContext, account_id: int) -> d
     reason = f"{row['status_reason'] or 'disconnected'} | {detail}"[:4000]
     async with ctx.transaction(result) as conn:
         await accounts.mark_revoked(conn, account_id, reason)
+    outcome = "ok" if remote else ("failed" if "failed" in detail else "local")
+    runtime.meters.credential(row["provider"], "revoke", outcome)
     return result

@@ -23,14 +23,36 @@ from herald.config import Settings
 from herald.context import JobContext
 from herald.ops.crypto import TokenCipher
 from herald.registry import Herald
+from herald.social.accounts import decrypt_account
+from herald.social.adapters.base import Account
 from herald.social.config import SocialSettings
-from herald.social.guards import QuotaTransport
+from herald.social.guards import Gate, QuotaTransport
 from herald.social.media import MediaFetcher, MediaLimits
+from herald.social.meters import MeteredTransport, SocialMeters
 from herald.social.simulator import FailureSimulator, FaultPlan
 from herald.social.tracing import TracingTransport
 
-# Connections kept open per loop: enough for a worker's concurrency against a few hosts.
-HTTP_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=100)
+# The platform clients of a loop: several small connection pools rather than one big
+# one, since the HTTP client scans every connection of its pool on each request (that
+# scan cost more than the request itself with a hundred connections open). Together
+# they keep enough connections for a worker's concurrency against a few hosts.
+HTTP_SHARDS = 8
+HTTP_LIMITS = httpx.Limits(max_connections=25, max_keepalive_connections=12)
+# Decrypted accounts kept per process (the cache starts again when full).
+ACCOUNTS_CACHED = 1000
+
+
+@dataclass
+class Attempt:
+    """What the steps of one attempt of a ``social.post`` job share."""
+
+    # The post and its account as the attempt's start read them (social_post_start);
+    # None: an earlier job published the post already.
+    row: dict[str, Any] | None
+    # The verdict of the start's gate, and the token taken with it: for the attempt's
+    # first platform call, which then asks the database for neither.
+    gate: Gate | None = None
+    prepaid: int = 0
 
 
 @dataclass
@@ -39,7 +61,7 @@ class SocialRuntime:
     social: SocialSettings
     environ: Mapping[str, str] | None = None
     _cipher: TokenCipher | None = None
-    _http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = field(
+    _http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = field(
         default_factory=weakref.WeakKeyDictionary
     )
     _media: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MediaFetcher] = field(
@@ -47,9 +69,14 @@ class SocialRuntime:
     )
     faults: FaultPlan | None = None
     # What one attempt's steps share (its post and account rows), gone with the attempt.
-    attempts: weakref.WeakKeyDictionary[JobContext, dict[str, Any]] = field(
+    attempts: weakref.WeakKeyDictionary[JobContext, Attempt] = field(
         default_factory=weakref.WeakKeyDictionary
     )
+    # This process's figures for /metrics (herald.social.meters).
+    meters: SocialMeters = field(default_factory=SocialMeters)
+    # Decrypted accounts by (account id, ciphertext): a new ciphertext (renewed, rotated,
+    # revoked) is a new entry, so nothing stale is ever used; bounded.
+    _accounts: dict[tuple[int, str], Account] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         env = os.environ if self.environ is None else self.environ
@@ -66,6 +93,22 @@ class SocialRuntime:
     def reload_keys(self) -> None:
         """Read ``HERALD_TOKEN_KEYS`` again (after a key was added in front)."""
         self._cipher = None
+        self._accounts.clear()
+
+    def account(self, row: Mapping[str, Any]) -> Account:
+        """The adapter's view of an account row, its credentials decrypted (once per
+        ciphertext: decryption is the costliest part of starting a post's attempt)."""
+        ciphertext = row["credentials"]
+        if ciphertext is None:
+            return decrypt_account(self.cipher, row)  # raises: revoked
+        key = (int(row["id"]), str(ciphertext))
+        account = self._accounts.get(key)
+        if account is None:
+            account = decrypt_account(self.cipher, row)
+            if len(self._accounts) >= ACCOUNTS_CACHED:
+                self._accounts.clear()
+            self._accounts[key] = account
+        return account
 
     @property
     def job_namespace(self) -> str:
@@ -75,17 +118,22 @@ class SocialRuntime:
     def _transport(self, inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
         if self.faults is not None and self.faults.active:
             inner = FailureSimulator(inner, self.faults, environ=self.environ)
-        return QuotaTransport(TracingTransport(inner))
+        return QuotaTransport(TracingTransport(MeteredTransport(inner, self.meters)))
 
-    def http(self) -> httpx.AsyncClient:
-        """The platform client of the running event loop."""
+    def http(self, shard: int = 0) -> httpx.AsyncClient:
+        """A platform client of the running event loop (``shard``: any number, e.g. the
+        post's id, spreads the calls over the loop's clients)."""
         loop = asyncio.get_running_loop()
-        client = self._http.get(loop)
-        if client is None:
-            transport = self._transport(httpx.AsyncHTTPTransport(limits=HTTP_LIMITS))
-            client = httpx.AsyncClient(transport=transport)
-            self._http[loop] = client
-        return client
+        clients = self._http.get(loop)
+        if clients is None:
+            clients = [
+                httpx.AsyncClient(
+                    transport=self._transport(httpx.AsyncHTTPTransport(limits=HTTP_LIMITS))
+                )
+                for _ in range(HTTP_SHARDS)
+            ]
+            self._http[loop] = clients
+        return clients[shard % HTTP_SHARDS]
 
     def media(self) -> MediaFetcher:
         loop = asyncio.get_running_loop()
@@ -98,8 +146,7 @@ class SocialRuntime:
     async def aclose(self) -> None:
         """Close this loop's clients (tests, the demo; workers keep theirs to the end)."""
         loop = asyncio.get_running_loop()
-        client = self._http.pop(loop, None)
-        if client is not None:
+        for client in self._http.pop(loop, []):
             await client.aclose()
         fetcher = self._media.pop(loop, None)
         if fetcher is not None:
