@@ -16,7 +16,8 @@ sandbox in a process of its own serving the snapshot over loopback HTTP.
   the processed run: p50/p99 and requests/s with 1, 16 and 64 concurrent callers for
   ``--search-seconds`` each, idle, then again while a second fetch+process of the same
   size runs in other processes. The bulkhead is sized to the largest concurrency so
-  latency, not refusal, is measured (refusals are printed too).
+  latency, not refusal, is measured (refusals are printed too). Each round starts with
+  an unmeasured warm-up (a connection per caller, the statement prepared on each).
 
 Run from the repository root::
 
@@ -105,6 +106,11 @@ async def child_fetch(schema: str, provider: str, url: str) -> dict[str, Any]:
     }
 
 
+def _load() -> str:
+    """The 1-minute load average now: figures on a shared machine need it beside them."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def _cpu() -> float:
     """This process's CPU time: on a loaded machine, plans per CPU-second say more."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -176,10 +182,16 @@ async def search_load(
     settings = SearchSettings(max_concurrent=64, cache_entries=0)
     service = SearchService(conninfo(url, schema), schema, settings, CollectorRegistry())
     await service.open()
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    # Unmeasured warm-up: the pool opens a connection per caller and each connection
+    # prepares the statement, as a long-running API process already has.
+    for _ in range(3):
+        await asyncio.gather(
+            *(service.search(Window(base, base + dt.timedelta(days=3))) for _ in range(concurrency))
+        )
     latencies: list[float] = []
     refused = 0
     stop = time.monotonic() + seconds
-    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
     async def caller(seed: int) -> None:
         nonlocal refused
@@ -224,7 +236,8 @@ async def main_async(args: argparse.Namespace) -> None:
                     f"fetch+stage {plans:>9,} plans: {fetched['plans'] / fetched['seconds']:>9,.0f}"
                     f" plans/s ({fetched['seconds']:.1f} s, {fetched['bytes'] / 2**20:,.0f} MiB),"
                     f" peak RSS {fetched['peak_rss_mib']:.0f} MiB,"
-                    f" {fetched['plans'] / fetched['cpu_seconds']:,.0f} plans per CPU-second",
+                    f" {fetched['plans'] / fetched['cpu_seconds']:,.0f} plans per CPU-second"
+                    f"  [load {_load()}]",
                     flush=True,
                 )
                 rates = {}
@@ -237,7 +250,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     rates[processes] = process_with(schema, run["run_id"], processes, args.batch)
                     print(
                         f"process {plans:>9,} plans with {processes} process(es): "
-                        f"{rates[processes]:>9,.0f} plans/s",
+                        f"{rates[processes]:>9,.0f} plans/s  [load {_load()}]",
                         flush=True,
                     )
                 if args.search_seconds > 0:
@@ -253,7 +266,7 @@ async def _search_figures(
         p50, p99, rps, refused = await search_load(url, schema, concurrency, args.search_seconds)
         print(
             f"search idle,      {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms  "
-            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}",
+            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}  [load {_load()}]",
             flush=True,
         )
     await _provider(url, schema, "busy", f"{base}/feeds/busy")
@@ -270,7 +283,7 @@ async def _search_figures(
             await asyncio.to_thread(_result, proc)
         print(
             f"search ingesting, {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms  "
-            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}",
+            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}  [load {_load()}]",
             flush=True,
         )
         async with await connect(conninfo(url, schema)) as conn:  # the next round starts clean
