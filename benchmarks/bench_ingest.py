@@ -7,16 +7,21 @@ sandbox in a process of its own serving the snapshot over loopback HTTP.
 - ``fetch``: one fetch of N plans (3 zones each) in a fresh process: the body streamed
   into the parser, batches staged with COPY under the run's fence, the run marked
   staged. Plans/s on the host clock from the request to the staged run, and the
-  process's peak RSS (``ru_maxrss``): flat when 1M is within 20 % of 100k.
+  process's peak RSS (``ru_maxrss``): flat when 1M is within 20 % of 100k. Plans per
+  CPU-second of the fetch process and of the sandbox (generating the document is the
+  provider's cost, on the same machine here).
 - ``process``: the staged run processed into canonical plans by 1 and by 2 processes
   (each draining the run with :func:`herald.ingest.processing.drain_run`, batches of
   ``--batch``), plans/s from their start to the run processed.
 - ``search``: ``SearchService.search`` (the route's code path: bulkhead, pool, query;
   the cache is disabled so every call reaches PostgreSQL) over the canonical plans of
   the processed run: p50/p99 and requests/s with 1, 16 and 64 concurrent callers for
-  ``--search-seconds`` each, idle, then again while a second fetch+process of the same
-  size runs in other processes. The bulkhead is sized to the largest concurrency so
-  latency, not refusal, is measured (refusals are printed too).
+  ``--search-seconds`` each, idle, then again while ingestions of the same size (fetch,
+  then two processing processes) run one after another in other processes (each
+  ingesting figure says which phase was running when it ended). The bulkhead is sized
+  to the largest concurrency so latency, not refusal, is measured (refusals are printed
+  too). Each round starts with an unmeasured warm-up (a connection per caller, the
+  statement prepared on each).
 
 Run from the repository root::
 
@@ -105,6 +110,18 @@ async def child_fetch(schema: str, provider: str, url: str) -> dict[str, Any]:
     }
 
 
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds another process has used (Linux ``/proc``): the sandbox's share."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    """The 1-minute load average now: figures on a shared machine need it beside them."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def _cpu() -> float:
     """This process's CPU time: on a loaded machine, plans per CPU-second say more."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -176,10 +193,16 @@ async def search_load(
     settings = SearchSettings(max_concurrent=64, cache_entries=0)
     service = SearchService(conninfo(url, schema), schema, settings, CollectorRegistry())
     await service.open()
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    # Unmeasured warm-up: the pool opens a connection per caller and each connection
+    # prepares the statement, as a long-running API process already has.
+    for _ in range(3):
+        await asyncio.gather(
+            *(service.search(Window(base, base + dt.timedelta(days=3))) for _ in range(concurrency))
+        )
     latencies: list[float] = []
     refused = 0
     stop = time.monotonic() + seconds
-    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
     async def caller(seed: int) -> None:
         nonlocal refused
@@ -219,12 +242,16 @@ async def main_async(args: argparse.Namespace) -> None:
             schema = await _fresh_schema(url)
             try:
                 await _provider(url, schema, "p1", f"{sandbox.base_url}/feeds/p1")
+                generating = _proc_cpu(sandbox.process.pid)
                 fetched = fetch_once(schema, "p1", sandbox.base_url, plans)
+                generating = _proc_cpu(sandbox.process.pid) - generating
                 print(
                     f"fetch+stage {plans:>9,} plans: {fetched['plans'] / fetched['seconds']:>9,.0f}"
                     f" plans/s ({fetched['seconds']:.1f} s, {fetched['bytes'] / 2**20:,.0f} MiB),"
                     f" peak RSS {fetched['peak_rss_mib']:.0f} MiB,"
-                    f" {fetched['plans'] / fetched['cpu_seconds']:,.0f} plans per CPU-second",
+                    f" {fetched['plans'] / fetched['cpu_seconds']:,.0f} plans per CPU-second"
+                    f" (the sandbox: {fetched['plans'] / max(generating, 0.01):,.0f})"
+                    f"  [load {_load()}]",
                     flush=True,
                 )
                 rates = {}
@@ -237,7 +264,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     rates[processes] = process_with(schema, run["run_id"], processes, args.batch)
                     print(
                         f"process {plans:>9,} plans with {processes} process(es): "
-                        f"{rates[processes]:>9,.0f} plans/s",
+                        f"{rates[processes]:>9,.0f} plans/s  [load {_load()}]",
                         flush=True,
                     )
                 if args.search_seconds > 0:
@@ -253,29 +280,70 @@ async def _search_figures(
         p50, p99, rps, refused = await search_load(url, schema, concurrency, args.search_seconds)
         print(
             f"search idle,      {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms  "
-            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}",
+            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}  [load {_load()}]",
             flush=True,
         )
     await _provider(url, schema, "busy", f"{base}/feeds/busy")
-    for concurrency in args.concurrency:
-        # A whole second ingestion (fetch, then 2 processing processes) runs meanwhile.
-        fetch = _spawn("fetch", schema, "busy", f"{base}/feeds/busy?plans={plans}&zones=3&seed=9")
-        measuring = asyncio.create_task(search_load(url, schema, concurrency, args.search_seconds))
-        fetched = await asyncio.to_thread(_result, fetch)
-        procs = [
-            _spawn("process", schema, str(fetched["run_id"]), str(args.batch)) for _ in range(2)
-        ]
-        p50, p99, rps, refused = await measuring
-        for proc in procs:
-            await asyncio.to_thread(_result, proc)
-        print(
-            f"search ingesting, {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms  "
-            f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}",
-            flush=True,
-        )
-        async with await connect(conninfo(url, schema)) as conn:  # the next round starts clean
-            await conn.execute("DELETE FROM ingest_plans WHERE provider = 'busy'")
-            await conn.execute("DELETE FROM ingest_runs WHERE provider = 'busy'")
+    # Ingestions of the same size (fetch, then 2 processing processes) run one after
+    # another in other processes for as long as the rounds take: every round is measured
+    # while one runs, and a 1M-plan ingestion need not be repeated for each round.
+    ingesting = _Ingesting(schema, f"{base}/feeds/busy?plans={plans}&zones=3&seed=9", args.batch)
+    background = asyncio.create_task(ingesting.run())
+    try:
+        for concurrency in args.concurrency:
+            p50, p99, rps, refused = await search_load(
+                url, schema, concurrency, args.search_seconds
+            )
+            print(
+                f"search ingesting, {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms"
+                f"  p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}"
+                f"  [load {_load()}, {ingesting.phase}]",
+                flush=True,
+            )
+    finally:
+        await ingesting.stop(background)
+
+
+class _Ingesting:
+    """Ingestions in child processes, one after another, until :meth:`stop`."""
+
+    def __init__(self, schema: str, feed: str, batch: int) -> None:
+        self.schema, self.feed, self.batch = schema, feed, batch
+        self.phase = "starting"
+        self._children: list[subprocess.Popen[str]] = []
+        self._stopped = False
+
+    async def run(self) -> None:
+        cycle = 0
+        while not self._stopped:
+            cycle += 1
+            self.phase = f"ingestion {cycle} fetching"
+            self._children = [_spawn("fetch", self.schema, "busy", self.feed)]
+            run_id = await self._wait()
+            if run_id is None:
+                return
+            self.phase = f"ingestion {cycle} processing"
+            self._children = [
+                _spawn("process", self.schema, str(run_id), str(self.batch)) for _ in range(2)
+            ]
+            await self._wait()
+
+    async def _wait(self) -> int | None:
+        """The fetched run's id (None once stopped); a child failing ends the benchmark."""
+        outs = [await asyncio.to_thread(child.communicate) for child in self._children]
+        if self._stopped:
+            return None
+        for child, (out, _) in zip(self._children, outs, strict=True):
+            if child.returncode != 0:
+                raise SystemExit(f"an ingesting child failed ({child.returncode}): {out}")
+        return int(json.loads(outs[0][0].strip().splitlines()[-1]).get("run_id", 0))
+
+    async def stop(self, task: asyncio.Task[None]) -> None:
+        self._stopped = True
+        for child in self._children:
+            if child.poll() is None:
+                child.terminate()
+        await task
 
 
 def _child(argv: list[str]) -> None:

@@ -17,16 +17,25 @@ Each figure is taken in a fresh process, so its peak RSS is its own:
 Peak RSS is ``ru_maxrss``; ``baseline`` is the RSS just before parsing starts. Memory
 is flat when the 1M peak is within a few MiB of the 100k peak.
 
+``--hostile`` measures the hardening's memory instead: each hostile document the
+sandbox can serve (billion laughs, quadratic blowup, deep nesting inside and outside a
+record, a huge attribute, many attributes) is fed in 64 KiB chunks to a fresh parser
+in a fresh process, next to a normal snapshot of about the same size as the largest of
+them; printed: the document's size, how far the parser read before it refused, and the
+peak RSS over the baseline.
+
 Run from the repository root::
 
     .venv/bin/python -m benchmarks.bench_ingest_parse
     .venv/bin/python -m benchmarks.bench_ingest_parse --sizes 100000 --modes parse --repeat 3
+    .venv/bin/python -m benchmarks.bench_ingest_parse --hostile --hostile-mib 16
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -38,6 +47,15 @@ from typing import Any
 from benchmarks.bench_core import machine
 
 MODES = ("parse", "tree", "expat", "fetch")
+HOSTILE = (
+    "billion-laughs",
+    "quadratic-blowup",
+    "deep-nesting",
+    "deep-record",
+    "huge-attribute",
+    "many-attributes",
+)
+_PLAN_BYTES = 520  # about one plan with 3 zones in the generated snapshot
 
 
 def rss_kib() -> int:
@@ -131,6 +149,92 @@ def child_fetch(plans: int, zones: int) -> dict[str, Any]:
     return {"plans": count, "wall": wall, "cpu": cpu, "baseline": baseline, "peak": peak_kib()}
 
 
+def child_hostile(kind: str, mib: int) -> dict[str, Any]:
+    from herald.ingest.errors import DocumentError
+    from herald.ingest.formats import new_parser
+    from herald.ingest.sandbox.hostile import hostile_document
+    from herald.ingest.sandbox.snapshots import SnapshotSpec, _Text, snapshot_chunks
+
+    _Text.ready()  # the generator's tables, built before the baseline is read
+    target = mib << 20
+    if kind == "normal":
+        chunks = snapshot_chunks(SnapshotSpec(seed=1, plans=target // _PLAN_BYTES, zones=3), 1)
+    else:
+        scale = target // 9 if kind == "many-attributes" else target // 13
+        if kind == "huge-attribute":
+            scale = target
+        chunks = hostile_document(
+            kind, canary_url="http://127.0.0.1:9/canary", target_file="/etc/hostname", size=scale
+        )
+    # The whole document is built first (what building it costs is the sandbox's, not
+    # the parser's), then the peak is reset so it measures the parse alone.
+    document = b"".join(chunks)
+    gc.collect()
+    parser = new_parser("event-plans")
+    baseline = _reset_peak()
+    fed = records = 0
+    outcome = "accepted"
+    for start in range(0, len(document), 1 << 16):
+        piece = document[start : start + (1 << 16)]
+        fed += len(piece)
+        try:
+            parser.feed(piece)
+            records += len(parser.take()[0])
+        except DocumentError as exc:
+            outcome = f"refused: {str(exc)[:70]}"
+            break
+    if outcome == "accepted":
+        try:
+            parser.close()
+            records += len(parser.take()[0])
+        except DocumentError as exc:
+            outcome = f"refused: {str(exc)[:70]}"
+    return {
+        "kind": kind,
+        "bytes": len(document),
+        "fed": fed,
+        "records": records,
+        "outcome": outcome,
+        "baseline": baseline,
+        "peak": _status_kib("VmHWM"),
+    }
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise SystemExit(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> int:
+    """Reset this process's peak RSS (Linux ``clear_refs`` 5) and return the RSS now."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    return _status_kib("VmRSS")
+
+
+def hostile_figures(mib: int) -> None:
+    print(f"hostile documents, scaled to about {mib} MiB; a normal snapshot of that size first")
+    print(f"{'document':<18} {'MiB':>8} {'MiB fed':>9} {'peak-baseline MiB':>18}  outcome")
+    for kind in ("normal", *HOSTILE):
+        command = [sys.executable, "-m", "benchmarks.bench_ingest_parse", "--child-hostile", kind]
+        command += ["--hostile-mib", str(mib)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"hostile {kind}: failed\n{done.stderr}")
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        outcome = r["outcome"]
+        if outcome == "accepted":
+            outcome += f", {r['records']:,} plans"
+        print(
+            f"{kind:<18} {r['bytes'] / 2**20:>8.3f} {r['fed'] / 2**20:>9.3f} "
+            f"{(r['peak'] - r['baseline']) / 1024:>18.1f}  {outcome}",
+            flush=True,
+        )
+
+
 def generation_rate(plans: int, zones: int) -> float:
     from herald.ingest.sandbox.snapshots import SnapshotSpec, snapshot_chunks
 
@@ -157,7 +261,18 @@ def main() -> None:
     parser.add_argument("--zones", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--hostile", action="store_true", help="hostile documents' memory")
+    parser.add_argument("--hostile-mib", type=int, default=16)
+    parser.add_argument("--child-hostile", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_hostile:
+        print(json.dumps(child_hostile(args.child_hostile, args.hostile_mib)))
+        return
+    if args.hostile:
+        print(f"machine:  {machine()}")
+        print(f"load:     {os.getloadavg()[0]:.2f} (1 min average when the run started)")
+        hostile_figures(args.hostile_mib)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
         if args.child == "fetch":

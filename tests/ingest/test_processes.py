@@ -121,7 +121,19 @@ async def test_four_worker_processes_share_a_200k_row_run_and_no_row_runs_twice(
     assert len(await canonical(conn, "big")) == 200_000
 
 
-async def test_a_worker_killed_mid_batch_has_its_rows_requeued_and_finished_elsewhere(
+async def _held_rows(conn: AsyncConn, run_id: int) -> list[int]:
+    """Rows of the run locked by a batch in flight elsewhere: pending, yet not lockable."""
+    async with conn.transaction(force_rollback=True):
+        cur = await conn.execute(
+            "SELECT id FROM ingest_staged WHERE run_id = %s AND state = 'pending' AND id NOT IN "
+            "(SELECT id FROM ingest_staged WHERE run_id = %s AND state = 'pending' "
+            "FOR UPDATE SKIP LOCKED) ORDER BY id",
+            (run_id, run_id),
+        )
+        return [r["id"] for r in await cur.fetchall()]
+
+
+async def test_a_worker_killed_mid_batch_leaves_its_rows_to_another_worker(
     settings: Settings, conn: AsyncConn, tmp_path: Path
 ) -> None:
     app = ingest_app(settings)
@@ -144,37 +156,28 @@ async def test_a_worker_killed_mid_batch_has_its_rows_requeued_and_finished_else
 
         async def mid_batch() -> list[int]:
             cur = await conn.execute(
-                "SELECT id FROM ingest_staged WHERE run_id = %s AND state = 'processing'",
-                (run_id,),
-            )
-            held = [r["id"] for r in await cur.fetchall()]
-            cur = await conn.execute(
                 "SELECT count(*) AS n FROM ingest_staged WHERE run_id = %s AND state = 'done'",
                 (run_id,),
             )
             done = (await cur.fetchone() or {"n": 0})["n"]
-            return held if held and done >= 4000 else []
+            return await _held_rows(conn, run_id) if done >= 4000 else []
 
         # Frozen first, so what it holds cannot change (a commit needs the client), then
-        # killed. Frozen inside its next claim's transaction, it holds no committed claim
-        # (that claim just rolls back): let it go on and freeze it again.
+        # killed. Frozen between two batches, it holds nothing: let it go on and freeze
+        # it again.
         orphans: list[int] = []
         for _ in range(50):
-            await wait_for(mid_batch, 120, "a batch in processing", group, interval=0.01)
+            await wait_for(mid_batch, 120, "a batch in flight", group, interval=0.01)
             first.signal(signal.SIGSTOP)
             await asyncio.sleep(0.3)
-            cur = await conn.execute(
-                "SELECT id FROM ingest_staged WHERE run_id = %s AND state = 'processing'",
-                (run_id,),
-            )
-            orphans = [r["id"] for r in await cur.fetchall()]
+            orphans = await _held_rows(conn, run_id)
             if orphans:
                 break
             first.signal(signal.SIGCONT)
         first.signal(signal.SIGKILL)
         killed_at = time.monotonic()
         first.proc.wait(10)
-        assert orphans, "the kill should have left a claimed batch behind"
+        assert orphans, "the kill should have left a batch in flight behind"
         group.start(*APP, "--queues", "ingest-process", concurrency=1)
 
         async def orphans_done() -> bool:
@@ -193,13 +196,15 @@ async def test_a_worker_killed_mid_batch_has_its_rows_requeued_and_finished_else
         await wait_for(processed, 300, "the run processed", group, interval=0.5)
     finally:
         group.stop_all()
-    # Within the documented bound: stuck_after plus a duty pass, plus process start-up.
+    # The killed batch rolled back: its rows were pending again at once, so the bound is
+    # the job's rescue (stuck_after plus a duty pass) and process start-up.
     assert recovered_in < stuck_after + 30
     cur = await conn.execute(
-        "SELECT attempts, last_error FROM ingest_staged WHERE id = ANY(%s)", (orphans,)
+        "SELECT attempts, state, last_error FROM ingest_staged WHERE id = ANY(%s)", (orphans,)
     )
     for row in await cur.fetchall():
-        assert row["attempts"] == 2 and row["last_error"].startswith("requeued:")
+        # The killed attempt left nothing behind, not even a counted attempt.
+        assert row["attempts"] == 1 and row["state"] == "done" and row["last_error"] is None
     control = await stage_snapshot(conn, "control", spec, 1, batch=10_000)
     await drain_run(conn, control, "control", batch=5000, poll=0.05)
     fields = (

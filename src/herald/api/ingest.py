@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from herald.api.auth import Principal, require
@@ -232,7 +233,9 @@ async def search(
     ends_at: EndsAt = None,
     cursor: Cursor = None,
     limit: Limit = None,
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Plans ever online that start and end inside [starts_at, ends_at], by start time
     (the same route under ``/v1``)."""
-    return await _search(request, starts_at, ends_at, cursor, limit)
+    # The page holds only strings and nulls: encoded as it is, without FastAPI's
+    # generic per-value encoder walking every item on the hot path.
+    return JSONResponse(await _search(request, starts_at, ends_at, cursor, limit))

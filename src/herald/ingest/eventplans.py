@@ -157,26 +157,25 @@ def _plan(
 
 
 def _zone(attrs: dict[str, str], read: ValueReader) -> Zone:
+    # The fast path only looks values up; anything missing, unseen or suspect goes the
+    # checked way, which reads (and caches) it or names what is wrong.
     try:
         zone_id, name, price_text, capacity_text = _ZONE_FIELDS(attrs)
     except KeyError:
         return _checked_zone(attrs, read)
-    if not _plain_id(zone_id):
+    price = read.prices.get(price_text)
+    capacity = read.counts.get(capacity_text)
+    numbered = FLAGS.get(attrs.get("numbered", "false"))
+    if (
+        price is None
+        or capacity is None
+        or numbered is None
+        or not 0 < len(zone_id) <= 128
+        or zone_id.strip() != zone_id
+        or len(name) > NAME_LIMIT
+        or name.strip() != name
+    ):
         return _checked_zone(attrs, read)
-    try:
-        price = read.prices.get(price_text)
-        if price is None:
-            price = read.price(attrs, "price")
-        capacity = read.counts.get(capacity_text)
-        if capacity is None:
-            capacity = read.count(attrs, "capacity")
-        numbered = FLAGS.get(attrs.get("numbered", "false"))
-        if numbered is None:
-            numbered = read.flag(attrs, "numbered", default=False)
-        if len(name) > NAME_LIMIT or name != name.strip():
-            name = text(attrs, "name", limit=NAME_LIMIT, empty=True)
-    except InvalidRecord as exc:
-        raise located(f"<zone zone_id={zone_id!r}>", exc) from None
     return Zone(zone_id, name, price, capacity, numbered)
 
 

@@ -257,6 +257,8 @@ async def run_process(runtime: IngestRuntime, ctx: JobContext, run_id: int) -> d
             batch=runtime.config.batch,
             poll=min(1.0, runtime.config.stuck_after / 4),
             checkpoint=_lease_check(ctx),
+            # Not below 10 s: a busy event loop must not cost a healthy batch its session.
+            hold_limit=max(10.0, runtime.config.stuck_after),
         )
     return {
         "run_id": run_id,

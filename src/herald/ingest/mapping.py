@@ -24,7 +24,7 @@ from herald.ingest.records import Plan
 from herald.ingest.xmlstream import Mapper, RecordLayout
 
 T = TypeVar("T")
-_CACHE_SIZE = 16_384
+_CACHE_SIZE = 32_768  # a snapshot of two years of hourly start times fits
 _MAX_PRICE = Decimal(10) ** 12
 
 

@@ -1,14 +1,22 @@
-"""Processing staged rows into canonical plans: claimed in batches, upserted, retried.
+"""Processing staged rows into canonical plans: locked in batches, upserted, retried.
 
 Place in the pipeline: each ``ingest.process`` job drains one staged run with
 :func:`drain_run`; any number of them (in any number of worker processes) share a run.
-A claim (``FOR UPDATE SKIP LOCKED``, committed at once) moves a batch to processing
-under a claim token; the upsert of that batch marks it done in one transaction, and only
-rows still held under the same token are touched, so a row requeued and claimed again
-elsewhere is never processed twice. A batch the database refuses is retried row by row:
-a row that fails goes back to pending with its error while it has attempts left, then
-ends failed. Rows a crashed worker left in processing are requeued after a bound by
-:func:`requeue_stuck` (a housekeeping duty).
+
+The fast path is one transaction per batch: lock the next pending rows after this
+worker's last key (``FOR UPDATE SKIP LOCKED``: workers get disjoint key ranges, no
+central lock), then one statement upserts their plans and marks them done. The row
+locks are the claim: no other worker can take the rows while the batch runs, and a
+worker that dies mid-batch leaves nothing behind (its transaction rolls back, the rows
+are pending again at once; a worker that hangs loses its session after the hold limit).
+Each row is written once on its way to done.
+
+A batch the database refuses goes the careful way: its rows are claimed (committed as
+processing under a claim token, an attempt each) and upserted row by row; a row that
+fails goes back to pending with its error while it has attempts left, then ends failed.
+Only rows still held under the same token are touched, so a row requeued and claimed
+again elsewhere is never processed twice. Rows a crashed worker left in processing are
+requeued after a bound by :func:`requeue_stuck` (a housekeeping duty).
 """
 
 from __future__ import annotations
@@ -42,37 +50,69 @@ class DrainStats:
     windows: list[tuple[dt.datetime, dt.datetime]] = field(default_factory=list)
 
 
-async def claim(conn: AsyncConn, run_id: int, token: str, limit: int) -> list[int]:
-    async with conn.transaction():
-        cur = await conn.execute(
-            sql.query("ingest_claim"), {"run_id": run_id, "token": token, "limit": limit}
-        )
-        return [r["id"] for r in await cur.fetchall()]
+async def _lock_batch(conn: AsyncConn, run_id: int, after: int, limit: int) -> list[int]:
+    """Lock the next claimable rows after key ``after`` (call inside a transaction)."""
+    cur = await conn.execute(
+        sql.query("ingest_lock_batch"), {"run_id": run_id, "after": after, "limit": limit}
+    )
+    return [r["id"] for r in await cur.fetchall()]
 
 
-async def _upsert(conn: AsyncConn, ids: list[int], token: str, stats: DrainStats) -> None:
+async def claim(conn: AsyncConn, run_id: int, token: str, limit: int, after: int = 0) -> list[int]:
+    """Claim up to ``limit`` rows after key ``after``: committed as processing."""
     async with conn.transaction():
-        cur = await conn.execute(sql.query("ingest_upsert_plans"), {"ids": ids, "token": token})
-        row = await cur.fetchone()
-        assert row is not None
-        if row["changed"]:
-            window = {"changed_from": row["changed_from"], "changed_to": row["changed_to"]}
-            await conn.execute(sql.query("ingest_notify"), window)
-            stats.windows.append((row["changed_from"], row["changed_to"]))
+        ids = await _lock_batch(conn, run_id, after, limit)
+        if not ids:
+            return []
+        cur = await conn.execute(sql.query("ingest_claim"), {"ids": ids, "token": token})
+        return sorted(r["id"] for r in await cur.fetchall())
+
+
+async def _upsert(
+    conn: AsyncConn, ids: list[int], token: str, stats: DrainStats, *, claimed: bool
+) -> None:
+    """Upsert the rows' plans and mark them done (inside the caller's transaction)."""
+    cur = await conn.execute(
+        sql.query("ingest_upsert_plans"), {"ids": ids, "token": token, "claimed": claimed}
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    if row["changed"]:
+        window = {"changed_from": row["changed_from"], "changed_to": row["changed_to"]}
+        await conn.execute(sql.query("ingest_notify"), window)
     stats.done += int(row["done"])
     stats.changed += int(row["changed"])
+    if row["changed"]:
+        stats.windows.append((row["changed_from"], row["changed_to"]))
+
+
+async def _process_next(
+    conn: AsyncConn, run_id: int, token: str, after: int, limit: int, stats: DrainStats
+) -> list[int]:
+    """The fast path: lock and process the next batch in one transaction.
+
+    Returns the batch's keys; raises a row error (nothing committed) when the database
+    refuses the batch.
+    """
+    async with conn.transaction():
+        ids = await _lock_batch(conn, run_id, after, limit)
+        if ids:
+            await _upsert(conn, ids, token, stats, claimed=False)
+    return ids
 
 
 async def process_batch(conn: AsyncConn, ids: list[int], token: str, stats: DrainStats) -> None:
     """Upsert a claimed batch; on a data error, isolate the faulty rows one by one."""
     try:
-        await _upsert(conn, ids, token, stats)
+        async with conn.transaction():
+            await _upsert(conn, ids, token, stats, claimed=True)
         return
     except ROW_ERRORS as exc:
         log.info("batch of %d rows refused (%s); retrying row by row", len(ids), exc)
     for row_id in ids:
         try:
-            await _upsert(conn, [row_id], token, stats)
+            async with conn.transaction():
+                await _upsert(conn, [row_id], token, stats, claimed=True)
         except ROW_ERRORS as exc:
             error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             cur = await conn.execute(
@@ -104,28 +144,40 @@ async def drain_run(
     batch: int = 1000,
     poll: float = 1.0,
     checkpoint: Callable[[], Awaitable[None]] | None = None,
+    hold_limit: float | None = None,
 ) -> DrainStats:
     """Process the run's rows until none is pending or processing, then close the run.
 
-    Rows processing elsewhere are waited for (polling every ``poll`` seconds): their
-    worker finishes them, or they are requeued and claimed here. ``checkpoint`` is
-    awaited before each claim and raises to stop (a lost lease).
+    Rows held elsewhere (a batch in flight, rows claimed for the careful path) are waited
+    for, polling every ``poll`` seconds: their worker finishes them, or they come back
+    (rolled back, requeued) and are taken here. ``checkpoint`` is awaited before each
+    batch and raises to stop (a lost lease). ``hold_limit`` (seconds) ends this session
+    if it ever sits that long inside a batch's transaction.
     """
+    if hold_limit is not None:
+        await conn.execute(sql.query("ingest_hold_limit"), {"ms": max(1, int(hold_limit * 1000))})
     stats = DrainStats()
+    after = 0  # the last key this worker took: the next batch starts past it
     while True:
         if checkpoint is not None:
             await checkpoint()
-        ids = await claim(conn, run_id, token, batch)
+        try:
+            ids = await _process_next(conn, run_id, token, after, batch, stats)
+        except ROW_ERRORS as exc:
+            log.info("a batch after row %d was refused (%s); claiming it row by row", after, exc)
+            ids = await claim(conn, run_id, token, batch, after)
+            if ids:
+                await process_batch(conn, ids, token, stats)
         if ids:
             stats.batches += 1
-            await process_batch(conn, ids, token, stats)
+            after = ids[-1]
+            continue
+        if after:  # past the end: rows behind the key may have come back (requeued)
+            after = 0
             continue
         left = await outstanding(conn, run_id)
-        if not left["pending"] and not left["processing"]:
-            break
-        if left["pending"] and not left["processing"]:
-            # Pending yet not claimable: the run is not staged (failed, still fetching).
-            break
+        if not left["staged"] or (not left["pending"] and not left["processing"]):
+            break  # done, or the run's rows are not claimable (failed, still fetching)
         await asyncio.sleep(poll)
     stats.processed_run = await finish_run(conn, run_id)
     return stats

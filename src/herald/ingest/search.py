@@ -24,7 +24,6 @@ import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -218,23 +217,22 @@ class SearchMetrics:
 
 
 def _plan_out(row: Row) -> dict[str, Any]:
-    starts, ends = row["starts_at"].astimezone(dt.UTC), row["ends_at"].astimezone(dt.UTC)
-
-    def price(value: Decimal | None) -> str | None:
-        return None if value is None else str(value)
-
+    # The pool's sessions run in UTC, so both times arrive in UTC: one isoformat() each,
+    # cut at the "T", gives the date and the time (with microseconds only when present).
+    starts, ends = row["starts_at"].isoformat(), row["ends_at"].isoformat()
+    low, high = row["min_price"], row["max_price"]
     return {
         "id": f"{row['provider']}:{row['base_plan_id']}:{row['plan_id']}",
         "provider": row["provider"],
         "base_plan_id": row["base_plan_id"],
         "plan_id": row["plan_id"],
         "title": row["title"],
-        "start_date": starts.date().isoformat(),
-        "start_time": starts.time().isoformat(),
-        "end_date": ends.date().isoformat(),
-        "end_time": ends.time().isoformat(),
-        "min_price": price(row["min_price"]),
-        "max_price": price(row["max_price"]),
+        "start_date": starts[:10],
+        "start_time": starts[11:-6],
+        "end_date": ends[:10],
+        "end_time": ends[11:-6],
+        "min_price": None if low is None else str(low),
+        "max_price": None if high is None else str(high),
     }
 
 
@@ -247,6 +245,7 @@ class SearchService:
         params = conninfo_to_dict(info)
         options = (
             f"{params.get('options') or ''} -c statement_timeout={settings.statement_timeout_ms}"
+            " -c TimeZone=UTC"
         )
         params["options"] = options.strip()
         timed = make_conninfo("", **params)

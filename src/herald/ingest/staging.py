@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.types.json import set_json_dumps
+
 from herald import sql
 from herald.db import AsyncConn, Row
 from herald.errors import LeaseLost
@@ -73,18 +75,37 @@ async def mark_staged(
     return await cur.fetchone()
 
 
+def _json_string(value: str) -> str:
+    """``value`` as a JSON string: quoted as is when nothing in it needs escaping."""
+    if value.isprintable() and '"' not in value and "\\" not in value:
+        return f'"{value}"'
+    return json.dumps(value, ensure_ascii=False)
+
+
 def zones_json(plan: Plan) -> str:
     """The plan's zones as a JSON array (prices as JSON numbers, exactly as given)."""
-    dumps = json.dumps
+    quote = _json_string
     return (
         "["
         + ",".join(
-            f'{{"zone_id":{dumps(z.zone_id)},"name":{dumps(z.name)},"price":{z.price},'
+            f'{{"zone_id":{quote(z.zone_id)},"name":{quote(z.name)},"price":{z.price},'
             f'"capacity":{z.capacity},"numbered":{"true" if z.numbered else "false"}}}'
             for z in plan.zones
         )
         + "]"
     )
+
+
+def _as_is(text: str) -> str:
+    return text  # zones arrive as JSON text already: jsonb takes it without a second pass
+
+
+# Column types of ingest_stage_copy, in order: a binary COPY sends values as they are
+# stored, so the server parses no timestamp or numeric text.
+_COPY_TYPES = (
+    "bigint", "integer", "text", "text", "text", "timestamptz", "timestamptz", "text",
+    "boolean", "numeric", "numeric", "jsonb",
+)  # fmt: skip
 
 
 class RunStager:
@@ -140,7 +161,10 @@ class RunStager:
                 },
             )
             if batch.records:
-                async with conn.cursor().copy(sql.query("ingest_stage_copy")) as copy:
+                cursor = conn.cursor()
+                set_json_dumps(_as_is, cursor)
+                async with cursor.copy(sql.query("ingest_stage_copy")) as copy:
+                    copy.set_types(_COPY_TYPES)
                     write = copy.write_row
                     for p in batch.records:
                         await write(

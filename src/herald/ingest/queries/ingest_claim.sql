@@ -1,20 +1,9 @@
--- Claim a batch of a run's rows: only pending rows with attempts left, and only while
--- their run is staged (a fetching or failed run's rows are never claimable). Rows
--- another worker has locked are skipped, so workers get disjoint batches without a
--- central lock. A claim counts as an attempt (a worker killed mid-batch used one).
-WITH run AS (
-    SELECT id FROM ingest_runs WHERE id = %(run_id)s AND state = 'staged'
-), picked AS (
-    SELECT s.id
-    FROM ingest_staged s JOIN run ON run.id = s.run_id
-    WHERE s.state = 'pending' AND s.attempts < s.max_attempts
-    ORDER BY s.id
-    LIMIT %(limit)s
-    FOR UPDATE OF s SKIP LOCKED
-)
+-- Claim rows locked by ingest_lock_batch for processing in later transactions (the
+-- careful path, row by row): committed at once as processing under a claim token, so a
+-- worker that dies leaves them visibly stuck for the requeue duty. A claim counts as an
+-- attempt.
 UPDATE ingest_staged s
 SET state = 'processing', attempts = s.attempts + 1, claimed_at = herald_now(),
     claimed_by = %(token)s
-FROM picked
-WHERE s.id = picked.id
+WHERE s.id = ANY(%(ids)s::bigint[]) AND s.state = 'pending'
 RETURNING s.id

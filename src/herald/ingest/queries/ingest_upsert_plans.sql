@@ -1,14 +1,17 @@
--- Process claimed rows: upsert their plans and mark them done, in one statement.
--- Only rows still claimed under this claim token are processed (a row requeued and
--- claimed by another worker is not this worker's any more). The update applies a
--- snapshot's values only when it is not older than what is stored (last_seen_at);
+-- Process staged rows: upsert their plans and mark them done, in one statement. The rows
+-- are either pending ones this transaction locked (claimed = false: the fast path, the
+-- attempt counts here) or ones still claimed under this claim token (claimed = true: a
+-- row requeued and claimed by another worker is not this worker's any more). The update
+-- applies a snapshot's values only when it is not older than what is stored (last_seen_at);
 -- ever_online only ever becomes true; first_seen_at keeps the earliest snapshot. So
 -- repeated, retried and out-of-order snapshots converge on the same row.
 WITH batch AS (
     SELECT s.id, s.base_plan_id, s.plan_id, s.title, s.starts_at, s.ends_at, s.sell_mode,
            s.online, s.min_price, s.max_price, s.zones, r.provider, r.snapshot_at
     FROM ingest_staged s JOIN ingest_runs r ON r.id = s.run_id
-    WHERE s.id = ANY(%(ids)s::bigint[]) AND s.state = 'processing' AND s.claimed_by = %(token)s
+    WHERE s.id = ANY(%(ids)s::bigint[])
+      AND CASE WHEN %(claimed)s THEN s.state = 'processing' AND s.claimed_by = %(token)s
+               ELSE s.state = 'pending' END
     FOR UPDATE OF s
 ), latest AS (
     -- A plan repeated within a batch: its last occurrence in the document wins.
@@ -44,7 +47,9 @@ WITH batch AS (
                                  EXCLUDED.sell_mode, EXCLUDED.zones))
     RETURNING p.starts_at, p.ends_at
 ), done AS (
-    UPDATE ingest_staged s SET state = 'done', claimed_at = NULL
+    UPDATE ingest_staged s
+    SET state = 'done', claimed_at = NULL, claimed_by = %(token)s,
+        attempts = s.attempts + CASE WHEN %(claimed)s THEN 0 ELSE 1 END
     FROM batch b WHERE s.id = b.id
     RETURNING s.id
 )
