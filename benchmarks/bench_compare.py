@@ -39,11 +39,14 @@ from herald.client import Client, JobSpec
 from herald.config import Settings
 from herald.db import connect, conninfo
 
-# The bare loop's two statements: what any SKIP LOCKED queue must do per batch.
+# The bare loop's two statements: what any SKIP LOCKED queue must do per batch. The
+# claim names the queue, so it reads the claim index in order (queue, priority, run_at,
+# id) and stops after `limit` rows, as Herald's does; without it every claim would sort
+# the whole backlog.
 _BARE_CLAIM = """
 WITH next AS (
     SELECT id FROM jobs
-    WHERE state = 'waiting' AND run_at <= now()
+    WHERE state = 'waiting' AND queue = 'bench' AND run_at <= now()
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
