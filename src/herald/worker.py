@@ -235,9 +235,18 @@ class Worker:
             pass
 
     async def _fetch_loop(self) -> None:
+        try:
+            await self._fetch()
+        finally:
+            self.lease.claim_stopped()
+
+    async def _fetch(self) -> None:
         backoff = 0.05
         ready = False
         while not self._stopping.is_set():
+            # A claim is due as soon as a handler ends or this one is sent: outcomes wait
+            # for it, and sleeping (below) hands them to the completer.
+            self.lease.claim_pending = True
             if not ready:
                 try:
                     await bounded(self._control_ready(), self.settings.statement_timeout)
@@ -287,13 +296,8 @@ class Worker:
             "suspects": 0 if self.lease.holds_suspect() else 1,
         }
 
-        async def claim() -> list[dict[str, Any]]:
-            async with self.claims.connection() as conn:
-                cur = await conn.execute(sql.query("claim"), params)
-                return await cur.fetchall()
-
         sent_at = time.monotonic()  # the lease runs from the database's later now
-        rows = await bounded(claim(), self.settings.statement_timeout)
+        rows = await self.lease.claim(self.claims, params)  # records the outbox too
         self.stats.claimed += len(rows)
         for row in rows:
             self._start(row, sent_at)
@@ -306,6 +310,7 @@ class Worker:
         ``asyncio.wait_for``: a notification then resumes this loop directly, without
         the extra task and the scheduling rounds that wrapper costs.
         """
+        self.lease.claim_stopped()
         timer = asyncio.get_running_loop().call_later(self.settings.poll_interval, self._wake.set)
         try:
             await self._wake.wait()
@@ -313,6 +318,7 @@ class Worker:
             timer.cancel()
 
     async def _sleep_or_stop(self, seconds: float) -> None:
+        self.lease.claim_stopped()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
