@@ -20,7 +20,7 @@ AWKWARD: list[Any] = [
     "null",
     "",
     "  spaced  ",
-    "naïve – 日本",
+    "naïve, 日本",
     "nul \x00 inside",
     {"nested": ['"', "\\", None, 1.5]},
 ]

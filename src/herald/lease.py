@@ -44,7 +44,7 @@ from herald.config import Settings
 from herald.db import AsyncConn
 from herald.encoding import dump_result
 from herald.errors import LeaseLost
-from herald.outcomes import Outcome
+from herald.outcomes import Outcome, finish_params
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -410,7 +410,7 @@ class Lease:
                         cur = conn.cursor(row_factory=dict_row)
                         await cur.execute(
                             sql.query("finish"),
-                            _finish_params(
+                            finish_params(
                                 [
                                     Outcome(
                                         held.job_id,
@@ -519,7 +519,7 @@ class Lease:
             return
         try:
             await self._begin_recording(rec.mine)
-            rows = await self._control_rows("finish", _finish_params(rec.outcomes, self.owner))
+            rows = await self._control_rows("finish", finish_params(rec.outcomes, self.owner))
         except BaseException:
             self.give_back(rec)
             raise
@@ -550,7 +550,7 @@ class Lease:
                     # scan every running job, so it is planned for its values.
                     await conn.execute(sql.query("plan_custom"))
                     recorded = await conn.execute(
-                        sql.query("finish"), _finish_params(rec.outcomes, self.owner)
+                        sql.query("finish"), finish_params(rec.outcomes, self.owner)
                     )
                 return await claimed.fetchall(), await recorded.fetchall()
 
@@ -606,18 +606,6 @@ def _mark_recording(helds: list[HeldJob]) -> None:
     for held in helds:
         held.finishing = True
         held.writes += 1
-
-
-def _finish_params(batch: list[Outcome], owner: str) -> dict[str, Any]:
-    return {
-        "ids": [o.job_id for o in batch],
-        "fences": [o.fence for o in batch],
-        "outcomes": [o.outcome for o in batch],
-        "delays": [o.delay for o in batch],
-        "errors": [o.error for o in batch],
-        "results": [o.result for o in batch],
-        "owner": owner,
-    }
 
 
 class _FenceRefused(Exception):
