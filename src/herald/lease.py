@@ -92,14 +92,6 @@ class HeldJob:
     task: asyncio.Task[None] | None = None
 
 
-@dataclass(eq=False)
-class Recording:
-    """Outcomes taken out of the outbox for one fenced statement that records them."""
-
-    outcomes: list[Outcome]
-    mine: list[HeldJob]  # the jobs still held under their outcome's fence
-
-
 async def bounded(work: Awaitable[T], seconds: float) -> T:
     """``work``'s result, or :class:`StatementDeadline` after ``seconds``.
 
@@ -141,11 +133,6 @@ class Lease:
         self.stats = stats
         self.jobs: dict[int, HeldJob] = {}
         self.outbox: list[Outcome] = []
-        self.recording = 0  # outcomes taken out of the outbox, their statement in flight
-        # Set by the worker while a claim is due at once: the outbox then rides along with
-        # it (one commit for both) rather than in a statement of its own.
-        self.claim_pending = False
-        self._left_behind = False  # the claim left outcomes to the completer
         self.flush_wanted = asyncio.Event()
         self.flushed = asyncio.Event()
         self._control: AsyncConnectionPool[AsyncConn] | None = None
@@ -292,9 +279,9 @@ class Lease:
 
     async def _begin_recording(self, helds: list[HeldJob]) -> None:
         """Take these jobs out of the heartbeats, and wait out the heartbeats in flight."""
-        _mark_recording(helds)
-        if all(h.beating == 0 for h in helds):
-            return
+        for held in helds:
+            held.finishing = True
+            held.writes += 1
         async with self._beat_ended:
             await self._beat_ended.wait_for(lambda: all(h.beating == 0 for h in helds))
 
@@ -443,9 +430,6 @@ class Lease:
             await self.flush_wanted.wait()
             self.flush_wanted.clear()
             while self.outbox:
-                if self.claim_pending and not self._left_behind:
-                    break  # the claim about to be sent records them in its transaction
-                self._left_behind = False
                 try:
                     await self.flush_once()
                     backoff = 0.05
@@ -455,113 +439,26 @@ class Lease:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 2.0)
 
-    def claim_stopped(self) -> None:
-        """No claim is due at once any more: the completer records what waits."""
-        self.claim_pending = False
-        if self.outbox:
-            self.flush_wanted.set()
-
-    def _take(self, limit: int, *, ready_only: bool) -> Recording:
-        """Take up to ``limit`` outcomes out of the outbox. ``ready_only``: leave those a
-        heartbeat in flight includes (recording them now would have to wait it out)."""
-        taken: list[Outcome] = []
-        kept: list[Outcome] = []
-        mine: list[HeldJob] = []
-        jobs = self.jobs
-        for o in self.outbox:
-            held = jobs.get(o.job_id)
-            if held is not None and held.fence != o.fence:
-                held = None
-            if len(taken) >= limit or (ready_only and held is not None and held.beating):
-                kept.append(o)
-                continue
-            taken.append(o)
-            if held is not None:
-                mine.append(held)
-        self.outbox = kept
-        self.recording += len(taken)
-        return Recording(taken, mine)
-
-    def take_for_claim(self) -> Recording:
-        """Outcomes the next claim records in its own transaction (the jobs leave the
-        heartbeats now; none of them is in a heartbeat in flight)."""
-        rec = self._take(1000, ready_only=True)
-        _mark_recording(rec.mine)
-        if self.outbox:
-            self._left_behind = True
-            self.flush_wanted.set()
-        return rec
-
-    def give_back(self, rec: Recording) -> None:
-        """The statement recording ``rec`` failed: its outcomes wait in the outbox again."""
-        for held in rec.mine:
-            held.finishing = False
-        self.outbox[:0] = rec.outcomes
-        self.recording -= len(rec.outcomes)
-        if rec.outcomes:
-            self.flush_wanted.set()
-
-    def settle(self, rec: Recording, rows: list[dict[str, Any]]) -> None:
-        """``rec``'s statement committed; ``rows`` are the outcomes it recorded."""
-        for held in rec.mine:
-            held.finishing = False
-            self._release(held)
-        recorded = {row["id"]: row["state"] for row in rows}
-        for o in rec.outcomes:
-            self._count(o, recorded.get(o.job_id))
-        self.recording -= len(rec.outcomes)
-        self.flushed.set()
-
     async def flush_once(self) -> None:
         """Record up to 1000 queued outcomes with one fenced statement."""
-        rec = self._take(1000, ready_only=False)
-        if not rec.outcomes:
-            return
+        batch = self.outbox[:1000]
+        helds = [self.jobs.get(o.job_id) for o in batch]
+        mine = [
+            h for h, o in zip(helds, batch, strict=True) if h is not None and h.fence == o.fence
+        ]
         try:
-            await self._begin_recording(rec.mine)
-            rows = await self._control_rows("finish", finish_params(rec.outcomes, self.owner))
-        except BaseException:
-            self.give_back(rec)
-            raise
-        self.settle(rec, rows)
-
-    async def claim(
-        self, claims: AsyncConnectionPool[AsyncConn], params: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        """Claim with ``params`` (claim.sql) and record the outbox in the same transaction.
-
-        One commit then serves both: each claim and each batch of outcomes would
-        otherwise wait for a flush of the log of its own, and at ordinary concurrency
-        those waits, not the statements, are what bound the throughput. Each write is
-        fenced as in a statement of its own; if the transaction fails, the outcomes wait
-        in the outbox again.
-        """
-        rec = self.take_for_claim()
-
-        async def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-            async with claims.connection() as conn:
-                if not rec.outcomes:
-                    cur = await conn.execute(sql.query("claim"), params)
-                    return await cur.fetchall(), []
-                # One round trip: the statements are sent together and answered at commit.
-                async with conn.pipeline(), conn.transaction():
-                    claimed = await conn.execute(sql.query("claim"), params)
-                    # The claims' connection keeps generic plans; this statement's would
-                    # scan every running job, so it is planned for its values.
-                    await conn.execute(sql.query("plan_custom"))
-                    recorded = await conn.execute(
-                        sql.query("finish"), finish_params(rec.outcomes, self.owner)
-                    )
-                return await claimed.fetchall(), await recorded.fetchall()
-
-        try:
-            rows, recorded = await bounded(run(), self.settings.statement_timeout)
-        except BaseException:
-            self.give_back(rec)
-            raise
-        if rec.outcomes:
-            self.settle(rec, recorded)
-        return rows
+            await self._begin_recording(mine)
+            rows = await self._control_rows("finish", finish_params(batch, self.owner))
+        finally:
+            for held in mine:
+                held.finishing = False
+        recorded = {row["id"]: row["state"] for row in rows}
+        del self.outbox[: len(batch)]
+        for held in mine:
+            self._release(held)
+        for o in batch:
+            self._count(o, recorded.get(o.job_id))
+        self.flushed.set()
 
     def _count(self, o: Outcome, state: str | None) -> None:
         stats = self.stats
@@ -585,7 +482,7 @@ class Lease:
         """Let the completer record what is left, for at most ``within`` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
-        while (self.outbox or self.recording) and loop.time() < deadline:
+        while self.outbox and loop.time() < deadline:
             self.flushed.clear()
             self.flush_wanted.set()
             with contextlib.suppress(TimeoutError):
@@ -599,13 +496,6 @@ class Lease:
                 await bounded(self.flush_once(), max(0.1, deadline - time.monotonic()))
             except Exception:
                 await asyncio.sleep(0.2)
-
-
-def _mark_recording(helds: list[HeldJob]) -> None:
-    """From here a heartbeat leaves these jobs out (see the module doc)."""
-    for held in helds:
-        held.finishing = True
-        held.writes += 1
 
 
 class _FenceRefused(Exception):

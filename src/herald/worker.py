@@ -235,18 +235,9 @@ class Worker:
             pass
 
     async def _fetch_loop(self) -> None:
-        try:
-            await self._fetch()
-        finally:
-            self.lease.claim_stopped()
-
-    async def _fetch(self) -> None:
         backoff = 0.05
         ready = False
         while not self._stopping.is_set():
-            # A claim is due as soon as a handler ends or this one is sent: outcomes wait
-            # for it, and sleeping (below) hands them to the completer.
-            self.lease.claim_pending = True
             if not ready:
                 try:
                     await bounded(self._control_ready(), self.settings.statement_timeout)
@@ -296,8 +287,13 @@ class Worker:
             "suspects": 0 if self.lease.holds_suspect() else 1,
         }
 
+        async def claim() -> list[dict[str, Any]]:
+            async with self.claims.connection() as conn:
+                cur = await conn.execute(sql.query("claim"), params)
+                return await cur.fetchall()
+
         sent_at = time.monotonic()  # the lease runs from the database's later now
-        rows = await self.lease.claim(self.claims, params)  # records the outbox too
+        rows = await bounded(claim(), self.settings.statement_timeout)
         self.stats.claimed += len(rows)
         for row in rows:
             self._start(row, sent_at)
@@ -310,7 +306,6 @@ class Worker:
         ``asyncio.wait_for``: a notification then resumes this loop directly, without
         the extra task and the scheduling rounds that wrapper costs.
         """
-        self.lease.claim_stopped()
         timer = asyncio.get_running_loop().call_later(self.settings.poll_interval, self._wake.set)
         try:
             await self._wake.wait()
@@ -318,7 +313,6 @@ class Worker:
             timer.cancel()
 
     async def _sleep_or_stop(self, seconds: float) -> None:
-        self.lease.claim_stopped()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
