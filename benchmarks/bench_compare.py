@@ -31,6 +31,7 @@ import os
 import statistics
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from benchmarks import bench_core, bench_pgqueuer
 from benchmarks.bench_app import app
@@ -39,11 +40,14 @@ from herald.client import Client, JobSpec
 from herald.config import Settings
 from herald.db import connect, conninfo
 
-# The bare loop's two statements: what any SKIP LOCKED queue must do per batch.
+# The bare loop's two statements: what any SKIP LOCKED queue must do per batch. The
+# claim names the queue, so it reads the claim index in order (queue, priority, run_at,
+# id) and stops after `limit` rows, as Herald's does; without it every claim would sort
+# the whole backlog.
 _BARE_CLAIM = """
 WITH next AS (
     SELECT id FROM jobs
-    WHERE state = 'waiting' AND run_at <= now()
+    WHERE state = 'waiting' AND queue = 'bench' AND run_at <= now()
     ORDER BY priority DESC, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -102,9 +106,21 @@ async def _span(settings: Settings) -> tuple[int, float]:
     return int(row["ok"]), float(row["span_s"])
 
 
-async def best_of(runs: int, measure: Callable[[], Awaitable[float]]) -> tuple[float, float]:
-    values = [await measure() for _ in range(runs)]
-    return max(values), statistics.median(values)
+async def interleaved(
+    runs: int, measures: dict[str, Callable[[], Awaitable[float]]]
+) -> dict[str, list[float]]:
+    """Each measure ``runs`` times, taken in turn (A, B, C, A, B, C...): on a machine whose
+    load drifts, every system sees the same stretches of it."""
+    values: dict[str, list[float]] = {name: [] for name in measures}
+    for _ in range(runs):
+        for name, measure in measures.items():
+            values[name].append(await measure())
+    return values
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min)"
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -115,6 +131,15 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--systems", default="herald,pgqueuer,bare", help="which of herald,pgqueuer,bare"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout of Herald, measured in turn with this one (before/after)",
+    )
+    parser.add_argument(
+        "--latency", action="store_true", help="also enqueue-to-start latency of an idle worker"
+    )
     args = parser.parse_args(argv)
     url = os.environ.get("HERALD_DATABASE_URL")
     if not url:
@@ -124,36 +149,59 @@ async def main(argv: list[str] | None = None) -> int:
     unknown = systems - {"herald", "pgqueuer", "bare"}
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    if args.baseline is not None and not (args.baseline / "src" / "herald").is_dir():
+        parser.error(f"--baseline {args.baseline}: no src/herald there")
     print(f"machine:  {bench_core.machine()}")
     print(f"jobs per run: {args.jobs:,}; runs per figure: {args.repeat} (best / median)\n")
 
     for c in levels:
-        figures: dict[str, tuple[float, float]] = {}
+        measures: dict[str, Callable[[], Awaitable[float]]] = {}
         if "herald" in systems:
-            figures["Herald"] = await best_of(
-                args.repeat, functools.partial(bench_core.bench_drain, url, args.jobs, 1, c, None)
-            )
+            drain = bench_core.bench_drain
+            measures["Herald"] = functools.partial(drain, url, args.jobs, 1, c, None)
+            if args.baseline is not None:
+                measures["Herald (baseline)"] = functools.partial(
+                    bench_core.bench_drain, url, args.jobs, 1, c, None, args.baseline
+                )
         if "pgqueuer" in systems:
             # PgQueuer refuses a task cap below twice its batch: it claims C/2 at a time.
             pgq = ["--batch-size", str(max(1, c // 2)), "--max-concurrent-tasks", str(c)]
-            figures["PgQueuer"] = await best_of(
-                args.repeat, functools.partial(bench_pgqueuer.bench_drain, url, args.jobs, 1, pgq)
+            measures["PgQueuer"] = functools.partial(
+                bench_pgqueuer.bench_drain, url, args.jobs, 1, pgq
             )
         if "bare" in systems:
             for n in (1, 2):
-                figures[f"bare SQL ({n} conn.)"] = await best_of(
-                    args.repeat, functools.partial(bench_bare, url, args.jobs, c, n)
+                measures[f"bare SQL ({n} conn.)"] = functools.partial(
+                    bench_bare, url, args.jobs, c, n
                 )
-        print(f"concurrency {c}")
-        for name, (best, median) in figures.items():
-            print(f"  {name:<22} best {best:>9,.0f} jobs/s   median {median:>9,.0f} jobs/s")
-        if "Herald" in figures:
-            herald = figures["Herald"][0]
-            for name, (best, _) in figures.items():
+        before = load()
+        values = await interleaved(args.repeat, measures)
+        print(f"concurrency {c} ({before} before, {load()} after)")
+        for name, runs in values.items():
+            shown = ", ".join(f"{v:,.0f}" for v in runs)
+            print(
+                f"  {name:<22} best {max(runs):>9,.0f} jobs/s   median "
+                f"{statistics.median(runs):>9,.0f} jobs/s   (runs: {shown})"
+            )
+        if "Herald" in values:
+            herald = max(values["Herald"])
+            for name, runs in values.items():
                 if name != "Herald":
-                    print(f"  Herald / {name:<22} {herald / best:>6.2f}x")
+                    print(f"  Herald / {name:<22} {herald / max(runs):>6.2f}x")
         print(flush=True)
+    if args.latency and "herald" in systems:
+        await latency(url, args.baseline, args.repeat)
     return 0
+
+
+async def latency(url: str, baseline: Path | None, runs: int) -> None:
+    """Enqueue-to-start latency of an idle worker (bench_core's), in turn with the baseline."""
+    sources = {"Herald": None, **({"Herald (baseline)": baseline} if baseline else {})}
+    for _ in range(runs):
+        for name, source in sources.items():
+            lat, _ = await bench_core.bench_latency(url, 300, 0.02, source)
+            p50, p99 = bench_core.percentile(lat, 50), bench_core.percentile(lat, 99)
+            print(f"  latency {name:<20} p50 {p50:.2f} ms  p99 {p99:.2f} ms  ({load()})")
 
 
 if __name__ == "__main__":

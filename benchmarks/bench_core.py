@@ -103,11 +103,17 @@ class Processes:
         self.logs: list[Path] = []
         self._dir = tempfile.TemporaryDirectory(prefix=prefix)
 
-    def spawn(self, command: list[str], env: dict[str, str], count: int) -> None:
-        """``count`` processes of ``command``, their output in a log file each."""
+    def spawn(
+        self, command: list[str], env: dict[str, str], count: int, source: Path | None = None
+    ) -> None:
+        """``count`` processes of ``command``, their output in a log file each.
+
+        ``source``: another checkout whose ``herald`` package the processes import instead
+        of this one's (to measure two versions side by side)."""
+        first = [str(source / "src")] if source is not None else []
         env = {
             **env,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(filter(None, [*first, str(ROOT), env.get("PYTHONPATH")])),
         }
         for _ in range(count):
             log = Path(self._dir.name) / f"worker-{len(self.logs)}.log"
@@ -141,9 +147,17 @@ class Processes:
 class WorkerProcesses(Processes):
     """``count`` worker processes on ``settings``' schema, started and stopped cleanly."""
 
-    def __init__(self, settings: Settings, count: int, concurrency: int, batch: int | None):
+    def __init__(
+        self,
+        settings: Settings,
+        count: int,
+        concurrency: int,
+        batch: int | None,
+        source: Path | None = None,
+    ):
         super().__init__("herald-bench-")
         self.settings = settings
+        self.source = source
         self.count = count
         self.args = ["--concurrency", str(concurrency)]
         if batch is not None:
@@ -156,7 +170,7 @@ class WorkerProcesses(Processes):
             HERALD_SCHEMA=self.settings.schema,
         )
         command = [sys.executable, "-m", "herald", "--app", "benchmarks.bench_app:app"]
-        self.spawn([*command, "worker", *self.args], env, self.count)
+        self.spawn([*command, "worker", *self.args], env, self.count, self.source)
         return self
 
     async def started(self, within: float = 30.0) -> None:
@@ -210,15 +224,21 @@ async def bench_single(url: str, jobs: int) -> float:
 
 
 async def bench_drain(
-    url: str, jobs: int, processes: int, concurrency: int, batch: int | None
+    url: str,
+    jobs: int,
+    processes: int,
+    concurrency: int,
+    batch: int | None,
+    source: Path | None = None,
 ) -> float:
     """No-op jobs/s run end to end by ``processes`` worker processes.
 
     The workers start on an empty queue; the jobs then appear in one commit. The rate
     is taken on the database clock from the first claim to the last completion.
+    ``source``: run the Herald of another checkout (see :meth:`Processes.spawn`).
     """
     async with fresh_schema(url) as settings, await Client.open(app, settings) as client:
-        with WorkerProcesses(settings, processes, concurrency, batch) as workers:
+        with WorkerProcesses(settings, processes, concurrency, batch, source) as workers:
             await workers.started()
             conn: AsyncConn = await client.pool.getconn()
             try:
@@ -241,7 +261,9 @@ async def bench_drain(
         return float(jobs / row["span_s"])
 
 
-async def bench_latency(url: str, samples: int, gap: float) -> tuple[list[float], list[float]]:
+async def bench_latency(
+    url: str, samples: int, gap: float, source: Path | None = None
+) -> tuple[list[float], list[float]]:
     """Enqueue-to-start latencies (ms) of single jobs admitted to an idle worker.
 
     Also returns how long each ``enqueue`` call itself took (ms): the admission's share.
@@ -249,7 +271,7 @@ async def bench_latency(url: str, samples: int, gap: float) -> tuple[list[float]
     async with fresh_schema(url) as settings, await Client.open(app, settings) as client:
         before: dict[int, float] = {}
         admission: list[float] = []
-        with WorkerProcesses(settings, 1, 100, None) as workers:
+        with WorkerProcesses(settings, 1, 100, None, source) as workers:
             await workers.started()
             for n in range(samples):
                 t0 = time.monotonic()

@@ -44,7 +44,7 @@ from herald.config import Settings
 from herald.db import AsyncConn
 from herald.encoding import dump_result
 from herald.errors import LeaseLost
-from herald.outcomes import Outcome
+from herald.outcomes import Outcome, finish_params
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -397,7 +397,7 @@ class Lease:
                         cur = conn.cursor(row_factory=dict_row)
                         await cur.execute(
                             sql.query("finish"),
-                            _finish_params(
+                            finish_params(
                                 [
                                     Outcome(
                                         held.job_id,
@@ -448,7 +448,7 @@ class Lease:
         ]
         try:
             await self._begin_recording(mine)
-            rows = await self._control_rows("finish", _finish_params(batch, self.owner))
+            rows = await self._control_rows("finish", finish_params(batch, self.owner))
         finally:
             for held in mine:
                 held.finishing = False
@@ -496,18 +496,6 @@ class Lease:
                 await bounded(self.flush_once(), max(0.1, deadline - time.monotonic()))
             except Exception:
                 await asyncio.sleep(0.2)
-
-
-def _finish_params(batch: list[Outcome], owner: str) -> dict[str, Any]:
-    return {
-        "ids": [o.job_id for o in batch],
-        "fences": [o.fence for o in batch],
-        "outcomes": [o.outcome for o in batch],
-        "delays": [o.delay for o in batch],
-        "errors": [o.error for o in batch],
-        "results": [o.result for o in batch],
-        "owner": owner,
-    }
 
 
 class _FenceRefused(Exception):
