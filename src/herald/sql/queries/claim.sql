@@ -37,4 +37,4 @@ SET state = 'running',
 FROM next, clock clk
 WHERE j.id = next.id
 RETURNING j.id, j.kind, j.queue, j.key, j.version, j.payload, j.priority, j.attempt,
-          j.max_attempts, j.fence, j.step, j.checkpoint, j.strikes = 2 AS suspect
+          j.max_attempts, j.fence, j.step, j.checkpoint, j.strikes = 2 AS suspect, j.tenant_id
