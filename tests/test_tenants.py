@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from herald import tenancy
+from herald import sql, tenancy
 from herald.api import create_key
 from herald.client import Client, JobSpec, Outcome
 from herald.config import Settings
@@ -225,3 +225,27 @@ async def test_tenants_are_created_once_and_audited(client: Client) -> None:
         await make_tenants(client.pool, "Not A Tenant")
     entries = await audit.entries(client.pool, action="tenant.create")
     assert [e["target_id"] for e in entries] == ["acme"]
+
+
+async def test_a_claim_takes_turns_between_tenants(client: Client) -> None:
+    """A flood of one tenant's older jobs does not keep another's out of the batch."""
+    await make_tenants(client.pool, "flood", "quiet")
+    with tenancy.acting_as("flood"):
+        await client.enqueue_many([JobSpec("noop", {}, priority=5) for _ in range(300)])
+    with tenancy.acting_as("quiet"):
+        quiet = {e.id for e in await client.enqueue_many([JobSpec("noop", {})] * 3)}
+    params = {
+        "queues": ["default"],
+        "kinds": ["noop"],
+        "suspects": 0,
+        "limit": 10,
+        "owner": "test",
+        "lease_s": 30,
+    }
+    with tenancy.platform():
+        async with client.pool.connection() as conn:
+            cur = await conn.execute(sql.query("claim"), params)
+            batch = await cur.fetchall()
+    tenants = [row["tenant_id"] for row in batch]
+    assert len(batch) == 10 and tenants.count("quiet") == 3
+    assert quiet <= {row["id"] for row in batch}

@@ -20,7 +20,7 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from herald import sql, tenancy
-from herald.errors import QuotaExceeded
+from herald.errors import AdmissionError, QuotaExceeded
 
 # Seconds a tenant's quotas are remembered (a change takes effect within this).
 CACHE_SECONDS = 2.0
@@ -61,9 +61,9 @@ class QuotaCache:
         cur = conn.cursor(row_factory=dict_row)  # a caller's plain connection gives tuples
         await cur.execute(sql.query("tenant_quotas"))
         row = await cur.fetchone()
-        found = NONE
-        if row is not None:
-            found = Quotas(row["max_active_jobs"], row["max_per_second"], row["max_payload_bytes"])
+        if row is None:  # its jobs would never be claimed: refuse them now
+            raise AdmissionError(f"no tenant {tenant!r}: create it first (herald tenant create)")
+        found = Quotas(row["max_active_jobs"], row["max_per_second"], row["max_payload_bytes"])
         self._seen[tenant] = (time.monotonic(), found)
         return found
 

@@ -64,6 +64,10 @@ ALTER TABLE key_versions DROP CONSTRAINT key_versions_pkey,
     ADD PRIMARY KEY (tenant_id, kind, key);
 ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey,
     ADD PRIMARY KEY (tenant_id, key);
+-- Claim order per queue and tenant: the claim reads each tenant's slice (fairness).
+DROP INDEX jobs_claim;
+CREATE INDEX jobs_claim ON jobs (queue, tenant_id, priority DESC, run_at, id)
+    WHERE state = 'waiting';
 -- A tenant's active jobs, counted by the admission quota.
 CREATE INDEX jobs_tenant_active ON jobs (tenant_id) WHERE state IN ('waiting', 'running');
 

@@ -50,6 +50,7 @@ async def create(source: Source, spec: TenantSpec, *, actor: str, reason: str) -
     _check_quotas(spec.quotas)
     params = spec.params()
     async with connection(source) as conn, conn.transaction():
+        await tenancy.tell_in_transaction(conn, tenancy.PLATFORM)  # a caller's connection too
         cur = await conn.execute(sql.query("ops_tenant_create"), params)
         row = await cur.fetchone()
         if row is None:
@@ -60,7 +61,8 @@ async def create(source: Source, spec: TenantSpec, *, actor: str, reason: str) -
 
 @tenancy.as_platform
 async def listing(source: Source) -> list[Row]:
-    async with connection(source) as conn:
+    async with connection(source) as conn, conn.transaction():
+        await tenancy.tell_in_transaction(conn, tenancy.PLATFORM)
         cur = await conn.execute(sql.query("ops_tenant_list"))
         return list(await cur.fetchall())
 
@@ -73,6 +75,7 @@ async def set_quotas(
     _check_quotas(quotas)
     params = {"id": tenancy.checked(tenant), **asdict(quotas)}
     async with connection(source) as conn, conn.transaction():
+        await tenancy.tell_in_transaction(conn, tenancy.PLATFORM)
         cur = await conn.execute(sql.query("ops_tenant_set_quotas"), params)
         before = await cur.fetchone()
         if before is None:
