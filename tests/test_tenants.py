@@ -249,3 +249,17 @@ async def test_a_claim_takes_turns_between_tenants(client: Client) -> None:
     tenants = [row["tenant_id"] for row in batch]
     assert len(batch) == 10 and tenants.count("quiet") == 3
     assert quiet <= {row["id"] for row in batch}
+
+
+async def test_metrics_count_every_tenants_jobs_under_a_tenant_label(client: Client) -> None:
+    from herald.metrics import HeraldMetrics
+
+    await make_tenants(client.pool, "acme")
+    with tenancy.acting_as("acme"):
+        await client.enqueue("noop", {})
+    await client.enqueue("noop", {})
+    metrics = HeraldMetrics()
+    await metrics.refresh(client.pool)  # a public scrape: for the whole deployment
+    text = metrics.render().decode()
+    assert 'herald_tenant_jobs{state="waiting",tenant="acme"} 1.0' in text
+    assert 'herald_tenant_jobs{state="waiting",tenant="default"} 1.0' in text
