@@ -55,8 +55,10 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
     FROM updated u WHERE u.state = 'dead'
 ), stale AS (
     INSERT INTO stale_writes (tenant_id, job_id, fence, operation, owner)
-    SELECT coalesce(j.tenant_id, 'default'), i.id, i.fence, i.outcome, %(owner)s
-    FROM input i LEFT JOIN jobs j ON j.id = i.id
+    -- the job's tenant, looked up for the (rare) stale rows only
+    SELECT coalesce((SELECT j.tenant_id FROM jobs j WHERE j.id = i.id), 'default'),
+           i.id, i.fence, i.outcome, %(owner)s
+    FROM input i
     WHERE NOT EXISTS (SELECT 1 FROM updated u WHERE u.id = i.id)
 )
 SELECT id, state FROM updated
