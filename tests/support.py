@@ -256,3 +256,15 @@ def crunch(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
 async def hog(ctx: JobContext, payload: dict[str, Any]) -> None:
     """CPU-bound, done wrong: computes inside the event loop without awaiting."""
     _spin(float(payload["seconds"]))
+
+
+@APP.task("tenant_probe", backoff=FAST)
+async def tenant_probe(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """Which tenant the handler acts for, as it and as the database see it."""
+    from herald import tenancy
+
+    async with ctx.pool.connection() as conn:
+        cur = await conn.execute("SELECT herald_tenant() AS db, count(*) AS jobs FROM jobs")
+        row = await cur.fetchone()
+    assert row is not None
+    return {"context": tenancy.current(), "db": row["db"], "visible_jobs": row["jobs"]}

@@ -35,6 +35,8 @@ CORE_MODULES = {
     "herald.attempt",
     "herald.backoff",
     "herald.client",
+    "herald.quotas",
+    "herald.tenancy",
     "herald.config",
     "herald.context",
     "herald.db",

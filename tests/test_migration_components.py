@@ -22,6 +22,7 @@ from herald.migrate import RELEASED_AS, MigrationError, available, components, m
 RELEASED = Path(__file__).resolve().parent / "released"
 CORE_TABLES = {
     "jobs",
+    "tenants",
     "key_versions",
     "idempotency_keys",
     "dead_letters",

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from herald import loop, tables, up
+from herald import loop, tables, tenancy, up
 from herald.catalog import cli as catalog_cli
 from herald.client import Client, open_connection
 from herald.config import ConfigError, Settings
@@ -21,6 +21,7 @@ from herald.errors import HeraldError
 from herald.generations import cli as generations_cli
 from herald.ingest import cli as ingest_cli
 from herald.migrate import MigrationError, migrate
+from herald.ops import cli as ops_cli
 from herald.registry import Herald
 from herald.social import cli as social_cli
 from herald.worker import Worker, run_worker
@@ -105,6 +106,7 @@ def _common(parser: argparse.ArgumentParser, top: bool) -> None:
         default=False if top else argparse.SUPPRESS,
         help="structured JSON log lines",
     )
+    ops_cli.add_option(parser, top)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -186,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest_cli.add_commands(sub)  # ingest providers|fetch|runs|run|quarantine
     social_cli.add_commands(sub)  # social accounts|link|post|disconnect|keygen|sandbox|demo
     generations_cli.add_commands(sub)  # generations partition|act|run|feed|...
+    ops_cli.add_commands(sub)  # tenant create|list|quotas
     _finish(sub)
     return parser
 
@@ -380,9 +383,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(level, args.json_logs)
     try:
         settings = Settings.from_env()
-    except ConfigError as exc:
+        tenant = ops_cli.chosen(args)
+    except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    with tenancy.acting_as(tenant):
+        if tenant == tenancy.PLATFORM and args.command not in ("migrate", *LONG_RUNNING):
+            loop.run(
+                ops_cli.record_platform_use(settings, sys.argv[1:] if argv is None else argv),
+                settings.event_loop,
+            )
+        return _run_command(args, settings)
+
+
+def _run_command(args: argparse.Namespace, settings: Settings) -> int:
     app_spec = args.app or os.environ.get("HERALD_APP")
     if args.command in LONG_RUNNING and not app_spec:
         print(
@@ -414,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return social_cli.main(app, settings, args)
         if args.command == generations_cli.COMMAND:
             return generations_cli.main(app, settings, args)
+        if args.command == ops_cli.COMMAND:
+            return ops_cli.main(settings, args)
         if args.command == "worker":
             return loop.run(_worker(app, settings, args), settings.event_loop)
         if args.command == "scheduler":

@@ -20,7 +20,7 @@ from typing import Any, cast
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from herald import sql
+from herald import quotas, sql
 from herald.config import Settings
 from herald.db import AsyncConn, Row, connect, conninfo, database_url, make_pool
 from herald.errors import (
@@ -90,6 +90,7 @@ class Client:
         self.pool = make_pool(
             info, settings.pool_size, name="herald-client", pooled=settings.pooled
         )
+        self.quotas = quotas.QuotaCache()
 
     @classmethod
     async def open(cls, app: Herald, settings: Settings | None = None) -> Client:
@@ -174,6 +175,14 @@ class Client:
             return await self._admit(own, prepared)
 
     async def _admit(self, conn: Any, prepared: _Prepared) -> Enqueued:
+        limits = await self.quotas.of_current(conn)
+        if limits.any:
+            async with _atomic(conn):
+                await quotas.enforce(conn, limits, 1, len(prepared.payload_json.encode()))
+                return await self._admit_unquoted(conn, prepared)
+        return await self._admit_unquoted(conn, prepared)
+
+    async def _admit_unquoted(self, conn: Any, prepared: _Prepared) -> Enqueued:
         if prepared.spec.idempotency_key is None:
             return await _insert_one(conn, prepared.params)
         async with _atomic(conn):
@@ -216,15 +225,30 @@ class Client:
         """
         if conn is None and len(specs) > _BULK_CHUNK and _all_keyless(specs):
             async with self.pool.connection() as own, own.transaction():
+                await self._enforce_quotas(own, specs)
                 return await self._admit_streamed(own, specs)
         prepared = [self._prepare(spec) for spec in specs]
         if not prepared:
             return []
         if conn is not None:
             async with _atomic(conn):
+                await self._enforce_quotas(conn, specs, prepared)
                 return await self._admit_many(conn, prepared)
         async with self.pool.connection() as own, own.transaction():
+            await self._enforce_quotas(own, specs, prepared)
             return await self._admit_many(own, prepared)
+
+    async def _enforce_quotas(
+        self, conn: Any, specs: Sequence[JobSpec], prepared: Sequence[_Prepared] = ()
+    ) -> None:
+        """The tenant's quotas, for a batch: inside the batch's transaction."""
+        limits = await self.quotas.of_current(conn)
+        if not limits.any:
+            return
+        size = sum(len(p.payload_json.encode()) for p in prepared)
+        if not prepared:  # streamed: payloads are encoded chunk by chunk, later
+            size = sum(len(_encode_payload(s.payload, self.settings.payload_limit)) for s in specs)
+        await quotas.enforce(conn, limits, len(specs), size)
 
     async def _admit_streamed(self, conn: Any, specs: Sequence[JobSpec]) -> list[Enqueued]:
         """Keyless jobs in chunks sent back to back (pipeline mode): the server inserts one

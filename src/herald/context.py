@@ -10,6 +10,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from herald import tenancy
 from herald.db import AsyncConn
 from herald.lease import HeldJob, Lease
 
@@ -31,6 +32,8 @@ class JobContext:
         self._lease = lease
         self._held = held
         self.job_id: int = row["id"]
+        # The tenant the job belongs to: its handler and every write it makes act for it.
+        self.tenant: str = row.get("tenant_id") or tenancy.DEFAULT
         self.kind: str = row["kind"]
         self.queue: str = row["queue"]
         self.key: str | None = row["key"]

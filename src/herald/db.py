@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from herald import tenancy
 from herald.config import Settings
 
 log = logging.getLogger(__name__)
@@ -124,6 +127,21 @@ def _prepare(pooled: bool) -> int | None:
     return None if pooled else 5  # psycopg's default threshold
 
 
+class TenantPool(AsyncConnectionPool[AsyncConn]):
+    """A pool whose connections act for the current tenant (see :mod:`herald.tenancy`):
+    each checkout runs under the runtime role with the tenant's setting, so row-level
+    security answers for the tenant even where a statement forgets to."""
+
+    @asynccontextmanager
+    async def connection(
+        self,
+        timeout: float | None = None,  # noqa: ASYNC109 (the pool's own signature)
+    ) -> AsyncIterator[AsyncConn]:
+        async with super().connection(timeout) as conn:
+            await tenancy.tell(conn)
+            yield conn
+
+
 def make_pool(
     info: str, size: int, name: str = "herald", *, check: bool = False, pooled: bool = False
 ) -> AsyncConnectionPool[AsyncConn]:
@@ -132,7 +150,7 @@ def make_pool(
     ``check`` tests each connection as it is handed out, so after a database restart a
     caller never gets a dead one (one more round trip per checkout).
     """
-    return AsyncConnectionPool(
+    return TenantPool(
         info,
         min_size=1,
         max_size=max(1, size),

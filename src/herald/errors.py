@@ -39,6 +39,16 @@ class PayloadTooLarge(AdmissionError):
         self.limit = limit
 
 
+class QuotaExceeded(AdmissionError):
+    """The tenant is at one of its admission quotas: try again after ``retry_after`` s."""
+
+    def __init__(self, tenant: str, quota: str, message: str, retry_after: float) -> None:
+        super().__init__(f"tenant {tenant!r} is at its quota of {message}")
+        self.tenant = tenant
+        self.quota = quota
+        self.retry_after = max(1.0, retry_after)
+
+
 class IdempotencyConflict(HeraldError):
     """The idempotency key was used before with a different request."""
 

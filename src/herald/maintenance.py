@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald import sql
+from herald import sql, tenancy
 from herald.config import Settings
 from herald.db import AsyncConn
 from herald.periodic import run_periodically
@@ -52,6 +52,7 @@ class Maintenance:
         self.stats = MaintenanceStats()
         self._next_prune: float | None = None  # loop time of the next prune
 
+    @tenancy.as_platform
     async def rescue_once(self) -> int:
         """Rescue one batch of expired leases; returns how many jobs were rescued."""
         async with self.pool.connection() as conn:
@@ -78,6 +79,7 @@ class Maintenance:
             seconds.append(-1.0 if math.isinf(kind.retention) else kind.retention)
         return kinds, seconds
 
+    @tenancy.as_platform
     async def prune_once(self) -> int:
         """Delete one batch of expired records; returns how many jobs were deleted."""
         kinds, seconds = self._retention()
@@ -100,6 +102,7 @@ class Maintenance:
         self.stats.pruned += max(0, deleted)
         return max(0, deleted)
 
+    @tenancy.as_platform
     async def prune_hooks_once(self, stopping: asyncio.Event | None = None) -> None:
         """Let each maintenance hook (see herald.hooks) prune its state, a few batches each.
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from herald import loop
+from herald import loop, tenancy
 from herald.config import ConfigError, Settings
 from herald.periodic import stop_on_signals
 
@@ -46,7 +46,9 @@ def add_commands(sub: Any) -> None:
     create = keys.add_parser("create", help="create a key; its token is printed once")
     create.add_argument("name")
     create.add_argument(
-        "--scopes", required=True, help="comma-separated: submit, read, operate, admin"
+        "--scopes",
+        required=True,
+        help="comma-separated: submit, read, operate, admin; platform: act for any tenant",
     )
     create.add_argument(
         "--max-active-jobs",
@@ -152,6 +154,7 @@ async def _apikey(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         async with await open_connection(settings) as conn:
+            await tenancy.tell(conn)  # the key is the tenant's (--tenant)
             if args.apikey_command == "create":
                 key = await create_key(
                     conn, args.name, args.scopes.split(","), args.max_active_jobs
@@ -167,7 +170,10 @@ async def _apikey(args: argparse.Namespace, settings: Settings) -> int:
                     status = "revoked" if row["revoked_at"] else "live"
                     quota = row["max_active_jobs"] or "-"
                     scopes = ",".join(row["scopes"])
-                    print(f"{row['id']}\t{row['name']}\t{scopes}\tquota={quota}\t{status}")
+                    print(
+                        f"{row['id']}\t{row['tenant_id']}\t{row['name']}\t{scopes}\t"
+                        f"quota={quota}\t{status}"
+                    )
             elif not await revoke_key(conn, args.name):
                 print(f"error: no live API key named {args.name!r}", file=sys.stderr)
                 return 1

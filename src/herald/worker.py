@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from herald import sql
+from herald import sql, tenancy
 from herald.attempt import run_attempt
 from herald.config import Settings
 from herald.context import JobContext
@@ -136,7 +136,14 @@ class Worker:
         return max(0.0, self.settings.shutdown_grace - (time.monotonic() - begun))
 
     async def run(self) -> None:
-        """Work until :meth:`stop` is called (and the drain finishes)."""
+        """Work until :meth:`stop` is called (and the drain finishes).
+
+        The engine's own loops (claim, leases, outcomes, maintenance) act for the
+        platform, across tenants; each handler runs under its job's tenant."""
+        with tenancy.platform():
+            await self._run()
+
+    async def _run(self) -> None:
         url = database_url(self.settings)  # boots (or finds) the embedded server: once
         s = self.settings
         self._info = conninfo(url, s.schema, "herald-worker", settings=s)
@@ -355,7 +362,8 @@ class Worker:
 
     async def _execute(self, ctx: JobContext, held: HeldJob, payload: dict[str, Any]) -> None:
         started = time.monotonic()
-        outcome = await run_attempt(self.app, ctx, payload)
+        with tenancy.acting_as(ctx.tenant):
+            outcome = await run_attempt(self.app, ctx, payload)
         self._running.pop(ctx.job_id, None)
         if ctx.lease_lost:
             self.stats.lease_lost += 1

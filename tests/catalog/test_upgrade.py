@@ -82,7 +82,7 @@ async def _publish_the_old_way(
     )
     await conn.execute(  # the engine numbered the version's job
         "INSERT INTO key_versions (kind, key, last_version) VALUES ('catalog.publish', %s, %s) "
-        "ON CONFLICT (kind, key) DO UPDATE SET last_version = excluded.last_version",
+        "ON CONFLICT (tenant_id, kind, key) DO UPDATE SET last_version = excluded.last_version",
         (dataset.id, version),
     )
     await registry.record_files(conn, dataset.id, version, result.files)

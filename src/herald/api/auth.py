@@ -1,11 +1,17 @@
 """API keys: bearer tokens stored only as SHA-256, each with scopes.
 
 Scopes: ``submit`` (admit jobs), ``read`` (inspect), ``operate`` (manual actions:
-cancel, retry, replay, discard, schedules), ``admin`` (everything). Authentication is
-required unless the API was built with ``ApiSettings(auth=False)``, which is meant for
-a local demo only: it is logged loudly at start-up, said by a header on every response,
-and even then nobody is ``admin`` (sources that read the server's database or files
-stay out of reach).
+cancel, retry, replay, discard, schedules), ``admin`` (everything within its tenant),
+``platform`` (the platform operator: may act for another tenant, or every tenant, by
+naming it in the ``Herald-Tenant`` header; each such request is audited).
+
+Every key belongs to a tenant and acts for it: the boundary sets the request's tenant
+from the key (see :mod:`herald.tenancy`), so each route's statements see its rows only.
+
+Authentication is required unless the API was built with ``ApiSettings(auth=False)``,
+which is meant for a local demo only: it is logged loudly at start-up, said by a header
+on every response, and even then nobody is ``admin`` (sources that read the server's
+database or files stay out of reach).
 
 The key is checked by :mod:`herald.api.boundary` from the Authorization header alone,
 before the request's body is read or routed; routes only check the scope.
@@ -23,11 +29,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 
-from herald import sql
+from herald import sql, tenancy
 from herald.api.problems import Problem
 from herald.db import AsyncConn
 
-SCOPES = ("submit", "read", "operate", "admin")
+SCOPES = ("submit", "read", "operate", "admin", "platform")
+# The header a platform key names the tenant it acts for with (``*``: every tenant).
+TENANT_HEADER = "herald-tenant"
 TOKEN_PREFIX = "hrld_"
 _NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,100}$")
 
@@ -40,13 +48,21 @@ class Principal:
     scopes: frozenset[str]
     key_id: int | None = None
     max_active_jobs: int | None = None
+    tenant: str = tenancy.DEFAULT
 
     def allows(self, scope: str) -> bool:
-        return "admin" in self.scopes or scope in self.scopes
+        if scope == "platform":
+            return "platform" in self.scopes
+        return bool({"admin", "platform"} & self.scopes) or scope in self.scopes
+
+    @property
+    def actor(self) -> str:
+        """The audit log's actor: the key, and the tenant it belongs to."""
+        return f"{self.name}@{self.tenant}"
 
 
 # With authentication off: every scope but admin, never granted without a key.
-ANONYMOUS = Principal("anonymous", frozenset(s for s in SCOPES if s != "admin"))
+ANONYMOUS = Principal("anonymous", frozenset(s for s in SCOPES if s not in ("admin", "platform")))
 
 
 @dataclass(frozen=True)
@@ -124,7 +140,9 @@ async def authenticate(conn: AsyncConn, authorization: str | None) -> Principal:
     row = await cur.fetchone()
     if row is None:
         raise Unauthenticated("unknown or revoked API key")
-    return Principal(row["name"], frozenset(row["scopes"]), row["id"], row["max_active_jobs"])
+    return Principal(
+        row["name"], frozenset(row["scopes"]), row["id"], row["max_active_jobs"], row["tenant_id"]
+    )
 
 
 async def _principal(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:

@@ -8,6 +8,10 @@
    before its body is read or parsed. The principal is handed to the routes, which only
    check the scope.
 3. With authentication off, every response carries ``Herald-Auth: off``.
+4. Tenant: the request acts for its key's tenant (every statement of its routes runs
+   under it, see :mod:`herald.tenancy`). Only a ``platform`` key may name another tenant
+   (or ``*``, every tenant) in the ``Herald-Tenant`` header; such a request is audited
+   before it is routed. Any other key naming one is refused (403).
 """
 
 from __future__ import annotations
@@ -19,9 +23,18 @@ from typing import Any
 
 import psycopg
 
-from herald.api.auth import ANONYMOUS, CHALLENGE, Unauthenticated, authenticate
+from herald import tenancy
+from herald.api.auth import (
+    ANONYMOUS,
+    CHALLENGE,
+    TENANT_HEADER,
+    Principal,
+    Unauthenticated,
+    authenticate,
+)
 from herald.api.problems import MEDIA_TYPE, TYPE_BASE
 from herald.api.state import ApiSettings
+from herald.ops import audit
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +93,54 @@ class Boundary:
                     await _answer(send, 503, "unavailable", "Service Unavailable", detail, path)
                     return
             scope.setdefault("state", {})["principal"] = principal
+            try:
+                tenant = await self._tenant_of(scope, principal)
+            except PermissionError as exc:
+                await _answer(send, 403, "forbidden", "Forbidden", str(exc), path)
+                return
+            except tenancy.TenantError as exc:
+                await _answer(send, 400, "bad-tenant", "Bad Request", str(exc), path)
+                return
+            with tenancy.acting_as(tenant):
+                await _limited(self.app, scope, receive, send, self.api.max_body)
+            return
         await _limited(self.app, scope, receive, send, self.api.max_body)
 
     async def _authenticate(self, scope: Scope) -> Any:
-        header = None
-        for name, value in scope.get("headers", []):
-            if name == b"authorization":
-                header = value.decode("latin-1")
-                break
+        header = _header(scope, b"authorization")
         state = scope["app"].state.herald
-        async with state.client.pool.connection(timeout=10.0) as conn:
-            return await authenticate(conn, header)
+        # The key is looked up before its tenant is known: across tenants, for this only.
+        with tenancy.platform():
+            async with state.client.pool.connection(timeout=10.0) as conn:
+                return await authenticate(conn, header)
+
+    async def _tenant_of(self, scope: Scope, principal: Principal) -> str:
+        """The tenant the request acts for: its key's, unless a platform key names one
+        (recorded in the audit log, in the operator's own tenant, before it acts)."""
+        named = _header(scope, TENANT_HEADER.encode())
+        if named is None or named.strip() == principal.tenant:
+            return principal.tenant
+        named = named.strip()
+        if not principal.allows("platform"):
+            raise PermissionError(
+                f"API key {principal.name!r} may act for its own tenant only (no platform scope)"
+            )
+        if named != tenancy.PLATFORM:
+            tenancy.checked(named)
+        reason = f"{scope.get('method', '?')} {scope.get('path', '')}"
+        state = scope["app"].state.herald
+        with tenancy.acting_as(principal.tenant):
+            await audit.record(
+                state.client.pool, principal.actor, "platform.act_for", ("tenant", named), reason
+            )
+        return named
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == wanted:
+            return str(value.decode("latin-1"))
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -121,7 +121,11 @@ def query_form(text: str, limits: SparqlLimits | None = None) -> str:
 
 
 async def run_sparql(
-    request: Request, runner: QueryRunner, store: TripleStore, text: str
+    request: Request,
+    runner: QueryRunner,
+    store: TripleStore,
+    text: str,
+    graphs: list[str] | None = None,
 ) -> Response:
     form = query_form(text, runner.limits)
     accept = request.headers.get("accept")
@@ -130,7 +134,7 @@ async def run_sparql(
         media = RESULTS_JSON
     else:
         media = negotiate(accept, list(RDF_SYNTAXES))
-    running = asyncio.create_task(runner.run(store, text, form, media))
+    running = asyncio.create_task(runner.run(store, text, form, media, graphs))
     try:
         while not running.done():  # a caller who left stops its query
             await asyncio.wait({running}, timeout=0.25)
@@ -272,7 +276,8 @@ async def sparql_get(
     if query is None:
         raise Problem(400, "invalid-query", "give the SPARQL query in the 'query' parameter")
     _files, triples = stores(state)
-    return await run_sparql(request, sparql_runner(request), triples, query)
+    graphs = await _tenant_graphs(state)
+    return await run_sparql(request, sparql_runner(request), triples, query, graphs)
 
 
 @router.post(
@@ -299,4 +304,12 @@ async def sparql_get(
 async def sparql_post(request: Request, state: State, _: Reader) -> Response:
     text = await query_from_body(request)
     _files, triples = stores(state)
-    return await run_sparql(request, sparql_runner(request), triples, text)
+    graphs = await _tenant_graphs(state)
+    return await run_sparql(request, sparql_runner(request), triples, text, graphs)
+
+
+async def _tenant_graphs(state: ApiState) -> list[str]:
+    """The graphs the request's tenant may query: its catalog and its published entries
+    (read under row-level security, so another tenant's never appear)."""
+    async with state.client.pool.connection() as conn:
+        return await catalog_graphs(conn, catalog_settings(state).urls)

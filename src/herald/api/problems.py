@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,7 @@ from herald.errors import (
     AdmissionError,
     IdempotencyConflict,
     PayloadTooLarge,
+    QuotaExceeded,
     UnknownKind,
 )
 
@@ -194,6 +196,15 @@ def install(app: FastAPI) -> None:
         if isinstance(exc, PayloadTooLarge):
             return problem_response(
                 request, 413, "payload-too-large", str(exc), extensions={"limit": exc.limit}
+            )
+        if isinstance(exc, QuotaExceeded):
+            return problem_response(
+                request,
+                429,
+                "tenant-quota",
+                str(exc),
+                headers={"Retry-After": str(math.ceil(exc.retry_after))},
+                extensions={"quota": exc.quota},
             )
         if isinstance(exc, UnknownKind):
             return problem_response(request, 422, "unknown-kind", str(exc))

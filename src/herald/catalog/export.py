@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from herald import tenancy
 from herald.catalog.errors import DataError, ExportConflict
 from herald.catalog.formats import (
     FORMATS,
@@ -81,10 +82,16 @@ class ExportResult:
 
 
 def version_prefix(dataset_id: str, version: int) -> str:
-    """The immutable folder of one dataset version in the export store."""
+    """The immutable folder of one dataset version in the export store: under the
+    acting tenant's own folder (``tenants/<tenant>/``), except for the default tenant,
+    whose files stay where a single-tenant install always put them."""
     if version < 1:
         raise ValueError(f"version must be a positive integer, got {version}")
-    return f"{check_segment(dataset_id, 'dataset id')}/v{version}"
+    folder = f"{check_segment(dataset_id, 'dataset id')}/v{version}"
+    tenant = tenancy.current()
+    if tenant in (tenancy.DEFAULT, tenancy.PLATFORM):
+        return folder
+    return f"tenants/{tenant}/{folder}"
 
 
 class _Sink:

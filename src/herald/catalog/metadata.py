@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit
 from rdflib import Graph, Literal, Namespace, URIRef
 from rdflib.namespace import DCTERMS, FOAF, RDF, SKOS, XSD
 
+from herald import tenancy
 from herald.catalog.errors import MetadataError
 from herald.catalog.export import ExportedFile
 from herald.catalog.store import check_segment
@@ -194,11 +195,17 @@ class CatalogUrls:
 
     @property
     def catalog(self) -> str:
-        return f"{self._root}/v1/catalog#catalog"
+        return f"{self.catalog_graph}#catalog"
 
     @property
     def catalog_graph(self) -> str:
-        return f"{self._root}/v1/catalog"
+        """The catalog of the tenant acting now: each tenant's catalog is a graph of its
+        own, listing its published datasets only (the default tenant's keeps the URL a
+        single-tenant install always had)."""
+        tenant = tenancy.current()
+        if tenant in (tenancy.DEFAULT, tenancy.PLATFORM):
+            return f"{self._root}/v1/catalog"
+        return f"{self._root}/v1/catalog/tenants/{tenant}"
 
     def entry_graph(self, dataset_id: str) -> str:
         return f"{self._root}/v1/datasets/{check_segment(dataset_id, 'dataset id')}"

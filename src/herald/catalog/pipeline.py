@@ -292,7 +292,7 @@ async def _persist_data(
         history = await versions.history(conn, dataset_id, linked) if linked else []
         record = await registry.get_version(conn, dataset_id, version)
         assert record is not None and record.run_id is not None
-        generation = await current_generation(conn, versions.GEN_DATASET, dataset_id) + 1
+        generation = await current_generation(conn, versions.gen_dataset(), dataset_id) + 1
     this = versions.pending_version(
         version,
         generation,

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herald import tenancy
 from herald.catalog.publishing import CatalogSettings
 from herald.catalog.source_access import SourceAccess
 from herald.catalog.store import LocalExportStore
@@ -102,6 +103,7 @@ class CatalogRuntime:
     async def connection(self) -> AsyncIterator[AsyncConn]:
         conn = await connect(self.conninfo)
         try:
+            await tenancy.tell(conn)  # the current tenant, under the runtime role: RLS applies
             yield conn
         finally:
             await conn.close()

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from herald import sql
+from herald import sql, tenancy
 from herald.catalog import datasets as registry
 from herald.catalog.export import ExportedFile
 from herald.catalog.metadata import Lineage, PublishedVersion
@@ -36,6 +36,19 @@ from herald.registry import Herald
 GEN_DATASET = "catalog"  # the generations dataset the catalog publishes as
 DEFINITION = "catalog-export"  # the definition version of every catalog run
 _CHUNK = 1 << 20
+
+
+def gen_dataset(gens: Generations | None = None) -> str:
+    """The generations dataset the current tenant's catalog publishes as: ``catalog`` for
+    the default tenant, ``catalog.<tenant>`` for another (names are deployment-wide).
+    With ``gens``, the tenant's dataset gets the catalog's verifier in this process."""
+    tenant = tenancy.current()
+    name = (
+        GEN_DATASET if tenant in (tenancy.DEFAULT, tenancy.PLATFORM) else f"{GEN_DATASET}.{tenant}"
+    )
+    if gens is not None and name not in gens.verifiers:
+        gens.verifiers[name] = gens.verifiers[GEN_DATASET]
+    return name
 
 
 def attach(app: Herald, settings: Settings, store: ExportStore) -> Generations:
@@ -85,9 +98,14 @@ async def ensure_run(
     row = await cur.fetchone()
     if row is not None and row["run_id"] is not None:
         return int(row["run_id"])
+    name = gen_dataset()
+    if name != GEN_DATASET:  # the default tenant's was made by the migration
+        await records.register_dataset(
+            conn, records.DatasetSpec(name=name, owner="catalog", fields=("files",))
+        )
     run = await records.declare_live_run(
         conn,
-        dataset_name=GEN_DATASET,
+        dataset_name=name,
         partition=dataset_id,
         definition_version=DEFINITION,
         live_source={"type": source.get("type"), "label": source_label(source)},
@@ -150,7 +168,7 @@ async def publish(
         "generations_candidate_insert",
         {
             "run_id": run_id,
-            "dataset": GEN_DATASET,
+            "dataset": gen_dataset(gens),
             "partition": dataset_id,
             "job_id": ctx.job_id,
             "attempt": ctx.attempt,

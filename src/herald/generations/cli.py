@@ -60,7 +60,7 @@ def main(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
-    from herald import tables
+    from herald import tables, tenancy
     from herald.client import open_connection
     from herald.generations import backfill, operator, outbox, quarantine, records
     from herald.generations.shared import installed
@@ -72,6 +72,7 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
     gens.use(settings)
     command = args.generations_command
     async with await open_connection(settings) as conn:
+        await tenancy.tell(conn)  # the tenant of --tenant, under row-level security
         if command == "partition":
             view = await operator.partition_view(gens, conn, args.dataset, args.partition)
             if args.json:

@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 
-from herald import sql
+from herald import sql, tenancy
 from herald.db import AsyncConn, Row
 
 if TYPE_CHECKING:
@@ -93,6 +93,12 @@ class _DatabaseCollector(Collector):
             "Fenced writes refused because the lease had moved on (retained records)",
             ["operation"],
             snap.rows.get("metrics_stale_writes", []),
+        )
+        yield _gauge(
+            "herald_tenant_jobs",
+            "Jobs retained, by tenant (the first 50 named, the rest 'other') and state",
+            ["tenant", "state"],
+            snap.rows.get("metrics_tenant_jobs", []),
         )
         for name in OPTIONAL_QUERIES:
             yield from _named_gauges(snap.rows.get(name, []))
@@ -239,6 +245,7 @@ class HeraldMetrics:
         self._workers.workers.append(worker)
         worker.observers.append(self.observe_handler)
 
+    @tenancy.as_platform  # the deployment's figures: every tenant's rows
     async def refresh(self, pool: AsyncConnectionPool[AsyncConn]) -> Snapshot:
         """Read the durable figures; on a database error they are reported as down."""
         started = time.monotonic()
@@ -247,7 +254,7 @@ class HeraldMetrics:
             async with pool.connection(timeout=5.0) as conn:
                 for name in ("metrics_jobs", "queue_stats", "metrics_dead_letters"):
                     snap.rows[name] = await _fetch(conn, name)
-                for name in ("metrics_rescues", "metrics_stale_writes"):
+                for name in ("metrics_rescues", "metrics_stale_writes", "metrics_tenant_jobs"):
                     snap.rows[name] = await _fetch(conn, name)
                 for name in OPTIONAL_QUERIES:
                     if name in sql.names():

@@ -44,10 +44,10 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from herald import sql
+from herald import sql, tenancy
 from herald.config import Settings
 from herald.db import AsyncConn, conninfo, database_url, make_pool
-from herald.ops import dead_bounds, queue_samples
+from herald.ops import dead_bounds, queue_samples, tenants
 from herald.ops.cleanup import CleanupRunner
 from herald.periodic import pause
 from herald.registry import Herald
@@ -60,6 +60,10 @@ class _Duty:
     name: str
     every: float
     run: Callable[[], Awaitable[None]]
+    # A duty works on one tenant's rows at a time: each pass runs it for every tenant,
+    # acting for it (its reads see that tenant's rows, its writes are that tenant's).
+    # The queue samples are the deployment's: one pass, for the platform.
+    per_tenant: bool = True
 
 
 @dataclass
@@ -112,7 +116,7 @@ class Housekeeper:
         self.dead_bounds = dead_bounds.DeadLetterBounds.from_env()  # refused now if malformed
         self.duties = [
             _Duty(cleanup_duty_name(app), cleanup_interval, self._cleanup_pass),
-            _Duty(queue_samples.DUTY, queue_samples.SAMPLE_EVERY, self._sample_queues),
+            _Duty(queue_samples.DUTY, queue_samples.SAMPLE_EVERY, self._sample_queues, False),
             _Duty(dead_bounds.DUTY, dead_bounds.EVERY, self._bound_dead_letters),
             *(_Duty(d.name, d.every, functools.partial(_call, d.run)) for d in app.duties()),
         ]
@@ -181,7 +185,13 @@ class Housekeeper:
         if duty.name not in self.held:
             return False
         try:
-            await duty.run()
+            if not duty.per_tenant:
+                with tenancy.platform():
+                    await duty.run()
+            else:
+                for tenant in await tenants.listing(self.pool):
+                    with tenancy.acting_as(tenant["id"]):
+                        await duty.run()
         except Exception as exc:  # a duty must survive database restarts and surprises
             self.stats.errors += 1
             log.warning("housekeeping duty %s failed (%s); will try again", duty.name, exc)

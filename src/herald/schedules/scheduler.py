@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from herald import sql
+from herald import sql, tenancy
 from herald.client import Client, Enqueued, JobSpec, Outcome
 from herald.config import Settings
 from herald.db import AsyncConn, Row
@@ -191,6 +191,7 @@ class Scheduler:
 
     # --- one tick ------------------------------------------------------------------------
 
+    @tenancy.as_platform
     async def tick(self, conn: AsyncConn | None = None) -> TickResult:
         """Fire one bounded batch of due schedules, in one transaction."""
         if conn is not None:
@@ -207,8 +208,14 @@ class Scheduler:
             result.taken = len(rows)
             for row in rows:
                 result.lag = max(result.lag, (row["now"] - row["next_due_at"]).total_seconds())
-            if rows:
-                await self._fire_batch(conn, rows, result)
+            # The due schedules of every tenant are taken at once; each tenant's are fired
+            # acting for it (until the end of this transaction), so its jobs are its own.
+            by_tenant: dict[str, list[Row]] = {}
+            for row in rows:
+                by_tenant.setdefault(row["tenant_id"], []).append(row)
+            for tenant, mine in by_tenant.items():
+                await tenancy.tell_in_transaction(conn, tenant)
+                await self._fire_batch(conn, mine, result)
         if result.fired or result.failed or result.skipped:
             log.info(
                 "scheduler: %d due, %d fired (%d already in progress), %d coalesced, "
@@ -291,6 +298,7 @@ class Scheduler:
 
     # --- housekeeping and the loop --------------------------------------------------------
 
+    @tenancy.as_platform
     async def prune(self) -> int:
         """Delete fire records older than the retention; returns how many went."""
         async with self.client.pool.connection() as conn:

@@ -266,8 +266,14 @@ class Evaluator:
             self.too_many = bool(exceeded)
 
     def _local(self, request: dict[str, Any], out: CappedFile) -> int:
+        import pyoxigraph as ox
+
         store = self._store(request["snapshot"])
-        return self._write(request, store.query(request["query"]), out)
+        graphs = request.get("graphs")
+        if graphs is None:
+            return self._write(request, store.query(request["query"]), out)
+        named = [ox.NamedNode(g) for g in graphs]  # the only graphs GRAPH can reach
+        return self._write(request, store.query(request["query"], named_graphs=named), out)
 
     def _remote(self, request: dict[str, Any], out: CappedFile) -> int:
         import httpx
@@ -282,7 +288,11 @@ class Evaluator:
                 http.stream(
                     "POST",
                     request["endpoint"],
-                    data={"query": request["query"]},
+                    # the protocol's dataset parameters: the only graphs GRAPH can reach
+                    data={
+                        "query": request["query"],
+                        **_dataset(request.get("graphs")),
+                    },
                     headers={"Accept": accept},
                 ) as response,
             ):
@@ -339,3 +349,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _dataset(graphs: list[str] | None) -> dict[str, list[str]]:
+    """The SPARQL protocol's named-graph parameters for ``graphs`` (None: no restriction)."""
+    return {} if graphs is None else {"named-graph-uri": list(graphs)}

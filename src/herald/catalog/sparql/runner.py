@@ -192,8 +192,18 @@ class QueryRunner:
         detail = f"{self.limits.concurrency} queries are running; try again shortly"
         return QueryRefused(503, "busy", detail, retry_after=self.limits.retry_after)
 
-    async def run(self, store: TripleStore, query: str, form: str, media_type: str) -> Result:
-        """Run a checked query; its result file (the caller removes it) or QueryRefused."""
+    async def run(
+        self,
+        store: TripleStore,
+        query: str,
+        form: str,
+        media_type: str,
+        graphs: list[str] | None = None,
+    ) -> Result:
+        """Run a checked query; its result file (the caller removes it) or QueryRefused.
+
+        ``graphs``: the only named graphs the query may reach (a tenant's catalog and
+        entries); None: every graph of the store."""
         if self._closed:
             raise QueryRefused(503, "unavailable", "the API is stopping")
         if self._running >= self.limits.concurrency:
@@ -211,6 +221,7 @@ class QueryRunner:
                 "max_rows": self.limits.max_rows,
                 "max_bytes": self.limits.max_bytes,
                 "prefixes": self.prefixes,
+                "graphs": graphs,
             }
             if isinstance(store, SparqlEndpointStore):
                 request["endpoint"] = store.query_url

@@ -19,7 +19,7 @@ WITH live AS (
 ), taken AS (
     INSERT INTO concurrency_slots AS s (key, slot, job_id, fence, acquired_at)
     SELECT %(key)s, f.slot, %(job_id)s, %(fence)s, herald_now() FROM free f
-    ON CONFLICT (key, slot) DO UPDATE
+    ON CONFLICT (tenant_id, key, slot) DO UPDATE
     SET job_id = excluded.job_id, fence = excluded.fence, acquired_at = excluded.acquired_at
     RETURNING s.slot
 )

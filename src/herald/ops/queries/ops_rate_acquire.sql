@@ -6,7 +6,7 @@
 -- waited for the row lock has an older clock), and is returned as the decision's time.
 INSERT INTO rate_limits AS b (key, rate, burst, tokens, updated_at, last_wait, granted)
 VALUES (%(key)s::text, %(rate)s::float8, %(burst)s::float8, %(burst)s::float8 - 1, herald_now(), 0, 1)
-ON CONFLICT (key) DO UPDATE
+ON CONFLICT (tenant_id, key) DO UPDATE
 SET rate = excluded.rate,
     burst = excluded.burst,
     tokens = CASE

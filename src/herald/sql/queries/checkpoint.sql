@@ -5,8 +5,9 @@ WITH saved AS (
     WHERE id = %(id)s AND fence = %(fence)s AND state = 'running'
     RETURNING id
 ), stale AS (
-    INSERT INTO stale_writes (job_id, fence, operation, owner)
-    SELECT %(id)s, %(fence)s, 'checkpoint', %(owner)s
+    INSERT INTO stale_writes (tenant_id, job_id, fence, operation, owner)
+    SELECT coalesce((SELECT j.tenant_id FROM jobs j WHERE j.id = %(id)s), 'default'),
+           %(id)s, %(fence)s, 'checkpoint', %(owner)s
     WHERE NOT EXISTS (SELECT 1 FROM saved)
 )
 SELECT id FROM saved

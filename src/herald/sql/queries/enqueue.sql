@@ -23,7 +23,7 @@ WITH args AS (
 ), bump AS (
     INSERT INTO key_versions (kind, key, last_version)
     SELECT kind, key, version FROM ins WHERE key IS NOT NULL
-    ON CONFLICT (kind, key)
+    ON CONFLICT (tenant_id, kind, key)
     DO UPDATE SET last_version = greatest(key_versions.last_version, excluded.last_version)
 ), notified AS (
     SELECT pg_notify(%(channel)s, ins.queue) FROM ins

@@ -9,8 +9,10 @@ WITH held AS (
     WHERE j.id = h.id AND j.fence = h.fence AND j.state = 'running'
     RETURNING j.id
 ), stale AS (
-    INSERT INTO stale_writes (job_id, fence, operation, owner)
-    SELECT h.id, h.fence, 'heartbeat', %(owner)s FROM held h
+    INSERT INTO stale_writes (tenant_id, job_id, fence, operation, owner)
+    SELECT coalesce((SELECT j.tenant_id FROM jobs j WHERE j.id = h.id), 'default'),
+           h.id, h.fence, 'heartbeat', %(owner)s
+    FROM held h
     WHERE NOT EXISTS (SELECT 1 FROM extended e WHERE e.id = h.id)
 )
 SELECT id FROM extended

@@ -33,16 +33,16 @@ WITH expired AS (
         finished_at = CASE WHEN e.suspect AND j.attempt >= j.max_attempts THEN herald_now() END
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.state, j.kind, j.queue, j.key, j.version, j.payload, j.attempt, j.step,
+    RETURNING j.id, j.tenant_id, j.state, j.kind, j.queue, j.key, j.version, j.payload, j.attempt, j.step,
               j.checkpoint, j.errors, e.lease_owner AS old_owner, e.fence AS old_fence,
               e.suspect AS charged
 ), counted AS (
-    INSERT INTO rescues (job_id, fence, owner, outcome, charged)
-    SELECT id, old_fence, old_owner, state, charged FROM rescued
+    INSERT INTO rescues (tenant_id, job_id, fence, owner, outcome, charged)
+    SELECT tenant_id, id, old_fence, old_owner, state, charged FROM rescued
 ), dead AS (
-    INSERT INTO dead_letters (job_id, kind, queue, key, version, payload, attempt, step,
-                              cleanup, errors, reason)
-    SELECT id, kind, queue, key, version, payload, attempt, step, checkpoint, errors,
+    INSERT INTO dead_letters (tenant_id, job_id, kind, queue, key, version, payload, attempt,
+                              step, cleanup, errors, reason)
+    SELECT tenant_id, id, kind, queue, key, version, payload, attempt, step, checkpoint, errors,
            'lease_exhausted'
     FROM rescued WHERE state = 'dead'
 )

@@ -1,0 +1,179 @@
+"""Two tenants, every route, every scope: nothing one tenant does reaches the other.
+
+Tenant "globex" holds a job, a schedule, a dataset, a dead letter and audit entries whose
+contents carry a marker. Every route the API declares (read from its OpenAPI document,
+so a new route is tried too) is then called with a key of each scope of tenant "acme",
+naming globex's objects: no answer may show the marker, and afterwards globex's objects
+are as they were. A platform key crosses only by naming the tenant, and is audited.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import psycopg
+import pytest
+
+from herald import tenancy
+from herald.api import create_key
+from herald.client import open_connection
+from tests.security.conftest import Api
+from tests.security.test_scope_matrix import EXPECTED, SAMPLE, _routes
+from tests.tenancy_kit import make_tenants
+
+MARKER = "globex-secret-" + secrets.token_hex(4)
+SCOPES = ("submit", "read", "operate", "admin")
+
+
+async def _keys(api: Api, tenant: str, scopes: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    headers = {}
+    with tenancy.acting_as(tenant):
+        async with await open_connection(api.settings) as conn:
+            await tenancy.tell(conn)
+            for scope in scopes:
+                key = await create_key(conn, f"{tenant}-{scope}", [scope])
+                headers[scope] = {"Authorization": f"Bearer {key.token}"}
+    return headers
+
+
+def _registration(dataset_id: str) -> dict[str, Any]:
+    return {
+        "id": dataset_id,
+        "title": f"Data {MARKER}",
+        "description": f"Held by globex {MARKER}",
+        "publisher": {"name": "Globex", "uri": "https://globex.example.org"},
+        "license": "https://creativecommons.org/licenses/by/4.0/",
+        "source": {"type": "generated", "count": 10},
+        "tier": "basic",
+    }
+
+
+async def _seed_globex(api: Api, admin: dict[str, str]) -> dict[str, str]:
+    job = await api.http.post(
+        "/v1/jobs",
+        json={"kind": "plain", "payload": {"secret": MARKER}, "run_at": "2999-01-01T00:00:00Z"},
+        headers={**admin, "Idempotency-Key": "shared-idempotency-key"},
+    )
+    assert job.status_code == 202, job.text
+    schedule = await api.http.post(
+        "/v1/schedules",
+        json={
+            "kind": "plain",
+            "key": "globex-nightly",
+            "frequency": "daily",
+            "timezone": "UTC",
+            "at": "03:00",
+            "payload": {"secret": MARKER},
+            "reason": MARKER,
+        },
+        headers=admin,
+    )
+    assert schedule.status_code == 201, schedule.text
+    dataset = await api.http.post("/v1/datasets", json=_registration("globex-data"), headers=admin)
+    assert dataset.status_code in (200, 201, 202), dataset.text
+    with psycopg.connect(
+        api.settings.database_url or "", options=f"-c search_path={api.settings.schema}"
+    ) as su:
+        row = su.execute(
+            "INSERT INTO dead_letters (tenant_id, job_id, kind, queue, version, payload, "
+            "attempt, errors, reason) VALUES ('globex', 999999, 'plain', 'default', 1, "
+            "%s::jsonb, 1, '[]', 'permanent') RETURNING id",
+            (f'{{"secret": "{MARKER}"}}',),
+        ).fetchone()
+    assert row is not None
+    return {
+        "job_id": str(job.json()["id"]),
+        "schedule_id": str(schedule.json()["id"]),
+        "dataset_id": "globex-data",
+        "dead_letter_id": str(row[0]),
+    }
+
+
+def _globex_state(api: Api) -> dict[str, Any]:
+    """What globex owns, as the migrating role (no row-level security) sees it."""
+    with psycopg.connect(
+        api.settings.database_url or "", options=f"-c search_path={api.settings.schema}"
+    ) as su:
+        tables = ("jobs", "schedules", "datasets", "dead_letters", "dataset_versions")
+        state: dict[str, Any] = {}
+        for table in tables:
+            rows = su.execute(
+                f"SELECT to_jsonb(t) - 'updated_at' AS r FROM {table} t "
+                "WHERE tenant_id = 'globex' ORDER BY 1::text"
+            ).fetchall()
+            state[table] = sorted(str(r[0]) for r in rows)
+        actors = su.execute(
+            "SELECT DISTINCT actor FROM audit_log WHERE tenant_id = 'globex'"
+        ).fetchall()
+        state["audit_actors"] = sorted(a[0] for a in actors)
+    return state
+
+
+def _url(path: str, ids: dict[str, str]) -> str:
+    values = {**SAMPLE, **ids}
+    for name, value in values.items():
+        path = path.replace("{" + name + "}", value)
+    return path
+
+
+@pytest.mark.slow
+async def test_no_route_and_no_scope_reaches_another_tenant(api: Api) -> None:
+    assert _routes(api) == set(EXPECTED), "a route was added: list its scope in the matrix"
+    await make_tenants(api.asgi.state.herald.client.pool, "acme", "globex")
+    acme = await _keys(api, "acme", SCOPES)
+    globex = await _keys(api, "globex", ("admin",))
+    ids = await _seed_globex(api, globex["admin"])
+    before = _globex_state(api)
+    assert MARKER in str(before["jobs"])
+    for (method, path), needed in sorted(EXPECTED.items()):
+        if needed is None:
+            continue
+        url = _url(path, ids)
+        body = {"reason": "probe", "kind": "plain", "payload": {}}
+        for scope in SCOPES:
+            r = await api.http.request(
+                method,
+                url,
+                json=body if method in ("POST", "PATCH", "DELETE") else None,
+                headers=acme[scope],
+            )
+            assert MARKER not in r.text, (method, path, scope, r.status_code)
+            names_globex = any("{" + n + "}" in path for n in ids)
+            if names_globex and method in ("GET", "HEAD"):
+                assert r.status_code in (403, 404, 422), (method, path, scope, r.status_code)
+    assert _globex_state(api) == before
+    # the same idempotency key in another tenant is a new job, not globex's (nor a 409)
+    mine = await api.http.post(
+        "/v1/jobs",
+        json={"kind": "plain", "payload": {}},
+        headers={**acme["submit"], "Idempotency-Key": "shared-idempotency-key"},
+    )
+    assert mine.status_code == 202 and mine.json()["outcome"] == "created"
+    assert str(mine.json()["id"]) != ids["job_id"]
+
+
+async def test_only_a_platform_key_crosses_and_it_is_audited(api: Api) -> None:
+    await make_tenants(api.asgi.state.herald.client.pool, "acme", "globex")
+    acme = await _keys(api, "acme", ("admin",))
+    ops = await _keys(api, "default", ("platform",))
+    globex = await _keys(api, "globex", ("admin",))
+    ids = await _seed_globex(api, globex["admin"])
+    job = f"/v1/jobs/{ids['job_id']}"
+    as_globex = {"Herald-Tenant": "globex"}
+    refused = await api.http.get(job, headers={**acme["admin"], **as_globex})
+    assert refused.status_code == 403
+    assert (await api.http.get(job, headers=ops["platform"])).status_code == 404
+    seen = await api.http.get(job, headers={**ops["platform"], **as_globex})
+    assert seen.status_code == 200 and MARKER in seen.text
+    everyone = await api.http.get("/v1/jobs", headers={**ops["platform"], "Herald-Tenant": "*"})
+    assert everyone.status_code == 200
+    assert [j["id"] for j in everyone.json()] == [int(ids["job_id"])]
+    log = await api.http.get(
+        "/v1/audit", params={"action": "platform.act_for"}, headers=ops["platform"]
+    )
+    assert [(e["target_id"], e["reason"]) for e in log.json()] == [
+        ("*", "GET /v1/jobs"),
+        ("globex", f"GET {job}"),
+    ]
+    assert all(e["actor"] == "default-platform@default" for e in log.json())
