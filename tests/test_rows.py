@@ -42,6 +42,7 @@ async def test_rows_read_as_dicts_from_a_callers_plain_connection(
     client: Client, settings: Settings
 ) -> None:
     admitted = await client.enqueue("echo", {"n": 2}, key="plain")
+    assert settings.database_url is not None
     info = conninfo(settings.database_url, settings.schema)
     # a connection of the caller's own: no dict row factory, rows would come as tuples
     async with await psycopg.AsyncConnection.connect(info, autocommit=True) as plain:
