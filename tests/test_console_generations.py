@@ -243,6 +243,7 @@ async def test_quarantine_actions_override_for_admin_and_nothing_for_a_reader(
         assert refused.status_code == 403 and "operate" in _text(refused.text)
         page = (await http.get("/ui/generations/orders")).text
         assert "/actions/" not in page
+        assert PARTITION in page and f'/partitions/{PARTITION}">' not in page  # no dead link
         forged = await http.post(
             "/ui/actions/gen_candidate.discard/run",
             data={
