@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
 AsyncConn = psycopg.AsyncConnection[Row]
+# Any connection: Herald's own (rows as dicts) or a caller's plain one (rows as tuples),
+# as where a caller hands in the connection of its own transaction.
+AnyConn = psycopg.AsyncConnection[Any]
 
 
 # The data dirs whose embedded server this process has announced in the log: once each,

@@ -21,6 +21,8 @@ from contextvars import ContextVar, Token
 from typing import Any, ParamSpec, TypeVar
 from weakref import WeakKeyDictionary
 
+import psycopg
+
 from herald import sql
 
 DEFAULT = "default"
@@ -102,7 +104,7 @@ def as_platform(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return across_tenants
 
 
-async def tell(conn: Any) -> None:
+async def tell(conn: psycopg.AsyncConnection[Any]) -> None:
     """Make ``conn``'s session act for the current tenant, under the runtime role.
 
     Called on every checkout; a round trip only when the connection was last told
@@ -125,7 +127,7 @@ def _value(row: Any, column: str) -> Any:
     return row[column] if isinstance(row, dict) else (row[0] if row else None)
 
 
-async def tell_in_transaction(conn: Any, tenant: str) -> None:
+async def tell_in_transaction(conn: psycopg.AsyncConnection[Any], tenant: str) -> None:
     """Act for ``tenant`` until the end of ``conn``'s current transaction only."""
     await conn.execute(
         sql.query("tenant_local"), {"tenant": tenant if tenant == PLATFORM else checked(tenant)}

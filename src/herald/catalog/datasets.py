@@ -33,6 +33,7 @@ from herald.catalog.metadata import (
 from herald.catalog.sources import check_source_spec
 from herald.catalog.validation import TIERS, Tier
 from herald.db import AsyncConn, Row
+from herald.rows import one_row
 from herald.states import JobState
 
 
@@ -250,8 +251,9 @@ async def register_dataset(conn: AsyncConn, dataset: Dataset) -> tuple[Dataset, 
     info = dataset.info
     assert info.publisher is not None
     contact = info.contact_point
-    cursor = await conn.execute(
-        sql.query("catalog_dataset_upsert"),
+    row = await one_row(
+        conn,
+        "catalog_dataset_upsert",
         {
             "id": info.id,
             "title": info.title,
@@ -273,8 +275,6 @@ async def register_dataset(conn: AsyncConn, dataset: Dataset) -> tuple[Dataset, 
             "schedule_id": dataset.schedule_id,
         },
     )
-    row = await cursor.fetchone()
-    assert row is not None
     return _dataset(row), bool(row["created"])
 
 

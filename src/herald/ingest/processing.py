@@ -31,6 +31,7 @@ import psycopg
 
 from herald import sql
 from herald.db import AsyncConn, Row
+from herald.rows import one_row
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,8 @@ async def _upsert(
     conn: AsyncConn, ids: list[int], token: str, stats: DrainStats, *, claimed: bool
 ) -> None:
     """Upsert the rows' plans and mark them done (inside the caller's transaction)."""
-    cur = await conn.execute(
-        sql.query("ingest_upsert_plans"), {"ids": ids, "token": token, "claimed": claimed}
-    )
-    row = await cur.fetchone()
-    assert row is not None
+    params = {"ids": ids, "token": token, "claimed": claimed}
+    row = await one_row(conn, "ingest_upsert_plans", params)
     if row["changed"]:
         window = {"changed_from": row["changed_from"], "changed_to": row["changed_to"]}
         await conn.execute(sql.query("ingest_notify"), window)
@@ -129,10 +127,7 @@ async def process_batch(conn: AsyncConn, ids: list[int], token: str, stats: Drai
 
 
 async def outstanding(conn: AsyncConn, run_id: int) -> Row:
-    cur = await conn.execute(sql.query("ingest_run_outstanding"), {"run_id": run_id})
-    row = await cur.fetchone()
-    assert row is not None
-    return row
+    return await one_row(conn, "ingest_run_outstanding", {"run_id": run_id})
 
 
 async def finish_run(conn: AsyncConn, run_id: int) -> Row | None:
