@@ -93,7 +93,9 @@ class ApiState:
     keys: AsyncConnectionPool[AsyncConn] | None = None
 
 
-def _state(request: Request) -> ApiState:
+# A coroutine: FastAPI would run a plain function in a worker thread on every request
+# (a thread hand-off and contention for the interpreter lock).
+async def _state(request: Request) -> ApiState:
     state = request.app.state.herald
     assert isinstance(state, ApiState)
     return state
