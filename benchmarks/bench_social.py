@@ -6,9 +6,10 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.bench_social --workers 1 --latency 0 --posts 500
 
 For each platform latency (0 and 50 ms by default) and worker count (1 and 2 processes),
-in a fresh schema: the API (``herald serve``) and the workers (``herald worker``) are
-processes of the social application, the platforms the sandbox server on a thread of
-this process, posts carry no media and no faults are injected. Three figures:
+in a fresh schema: the API (``herald serve``, ``--api-processes`` of them sharing the
+port), the workers (``herald worker``) and the sandbox platform server (``python -m
+herald.social.sandbox``) are processes of their own, this process is the HTTP client;
+posts carry no media and no faults are injected. Three figures:
 
 * **admission**: posts/s answered 202 by the API with the workers stopped (``--clients``
   requests in flight, each with its own Idempotency-Key), by the host's clock;
@@ -19,10 +20,13 @@ this process, posts carry no media and no faults are injected. Three figures:
   ``created_at`` and ``published_at``, both the database's clock).
 
 Where the time goes (printed with each figure): for the admission and the drain, the
-CPU milliseconds per post of each process group - the API, the workers, this process (the
-sandbox and the HTTP client) - and of the PostgreSQL backends serving each, and the
+CPU milliseconds per post of each process group - the API, the workers, the sandbox, this
+process (the HTTP client) - and of the PostgreSQL backends serving each, and the
 transactions per post the database counted (``pg_stat_database``: give the benchmark a
 database of its own for that figure to be its alone).
+
+``--source DIR`` runs the API, workers and sandbox of another checkout (the code before
+a change) with this benchmark, for side-by-side runs under the same load.
 """
 
 from __future__ import annotations
