@@ -17,7 +17,7 @@ import functools
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, ParamSpec, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -66,6 +66,23 @@ def acting_as(tenant: str) -> Iterator[str]:
         yield tenant
     finally:
         _current.reset(token)
+
+
+def enter(tenant: str) -> Token[str]:
+    """Act for ``tenant`` until :func:`leave` is given the token returned: the worker's
+    path around every handler, where :func:`acting_as`'s generator costs more than a
+    short job's handler. Each name is checked once per process."""
+    if tenant not in _valid:
+        _valid.add(checked(tenant))
+    return _current.set(tenant)
+
+
+def leave(token: Token[str]) -> None:
+    _current.reset(token)
+
+
+# Names that passed :func:`checked` (tenants are few; a job carries one of them).
+_valid: set[str] = {DEFAULT}
 
 
 def platform() -> Any:
