@@ -6,9 +6,10 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.bench_social --workers 1 --latency 0 --posts 500
 
 For each platform latency (0 and 50 ms by default) and worker count (1 and 2 processes),
-in a fresh schema: the API (``herald serve``) and the workers (``herald worker``) are
-processes of the social application, the platforms the sandbox server on a thread of
-this process, posts carry no media and no faults are injected. Three figures:
+in a fresh schema: the API (``herald serve``, ``--api-processes`` of them sharing the
+port), the workers (``herald worker``) and the sandbox platform server (``python -m
+herald.social.sandbox``) are processes of their own, this process is the HTTP client;
+posts carry no media and no faults are injected. Three figures:
 
 * **admission**: posts/s answered 202 by the API with the workers stopped (``--clients``
   requests in flight, each with its own Idempotency-Key), by the host's clock;
@@ -19,21 +20,28 @@ this process, posts carry no media and no faults are injected. Three figures:
   ``created_at`` and ``published_at``, both the database's clock).
 
 Where the time goes (printed with each figure): for the admission and the drain, the
-CPU milliseconds per post of each process group - the API, the workers, this process (the
-sandbox and the HTTP client) - and of the PostgreSQL backends serving each, and the
+CPU milliseconds per post of each process group - the API, the workers, the sandbox, this
+process (the HTTP client) - and of the PostgreSQL backends serving each, and the
 transactions per post the database counted (``pg_stat_database``: give the benchmark a
 database of its own for that figure to be its alone).
+
+``--source DIR`` runs the API, workers and sandbox of another checkout (the code before
+a change) with this benchmark, for side-by-side runs under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import statistics
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
 
 import httpx
 
@@ -45,8 +53,6 @@ from herald.config import Settings
 from herald.db import connect, conninfo, database_url
 from herald.ops.crypto import TokenCipher
 from herald.social.accounts import PRIMARY_SECRET
-from herald.social.sandbox import Sandbox, SandboxConfig
-from herald.social.sandbox.state import Quota
 
 _PENDING = "SELECT count(*) AS n FROM social_posts WHERE state <> 'published'"
 _SPAN = """
@@ -67,15 +73,36 @@ ACCOUNTS = 8
 
 
 class Spawned(Processes):
-    def __enter__(self) -> Spawned:
+    def __enter__(self) -> Self:
         return self
 
 
-def generous_sandbox(latency: float) -> Sandbox:
-    config = SandboxConfig(latency=latency)
-    for platform in config.quotas:
-        config.quotas[platform] = {"requests": Quota(10_000_000, 1.0)}
-    return Sandbox(config).start()
+class SandboxProcess(Spawned):
+    """The sandbox platform server in a process of its own (``python -m
+    herald.social.sandbox``), so that its CPU time is counted apart from the benchmark's
+    client and neither slows the other down through one interpreter lock."""
+
+    def start(self, latency: float, source: Path | None) -> dict[str, Any]:
+        """Start it with ``ACCOUNTS`` accounts per platform; its listing (URL, accounts)."""
+        port = 19000 + os.getpid() % 1000
+        # Far above what is sent: this measures Herald, not the platforms' quotas.
+        quotas = [f"--quota={p}=10000000/1" for p in ("mastodon", "bluesky", "facebook")]
+        command = [sys.executable, "-m", "herald.social.sandbox", "--port", str(port)]
+        command += ["--accounts", str(ACCOUNTS), "--latency", str(latency), *quotas]
+        self.spawn(command, dict(os.environ), 1, source)
+        deadline = time.monotonic() + 60
+        while True:
+            text = self.logs[0].read_text()
+            if text.rstrip().endswith("}"):
+                with contextlib.suppress(ValueError):
+                    listing: dict[str, Any] = json.loads(text[text.index("{") :])
+                    return listing
+            self.check_alive(deadline)
+            time.sleep(0.1)
+
+    def duplicates(self, url: str) -> int:
+        counts = httpx.get(f"{url}/_sandbox/counts", timeout=30).json()
+        return sum(c["duplicates"] for c in counts["accounts"]["mastodon"].values())
 
 
 def environment(settings: Settings, concurrency: int) -> dict[str, str]:
@@ -133,18 +160,16 @@ async def workers_ready(workers: Processes, within: float = 60.0) -> None:
 
 
 async def link_accounts(
-    http: httpx.AsyncClient, headers: dict[str, str], sandbox: Sandbox
+    http: httpx.AsyncClient, headers: dict[str, str], listing: dict[str, Any]
 ) -> list[int]:
     ids = []
-    for _ in range(ACCOUNTS):
-        made = sandbox.add_account("mastodon")
-        account = made.account(sandbox.url)
+    for made in (a for a in listing["accounts"] if a["platform"] == "mastodon"):
         body = {
             "provider": "mastodon",
-            "name": made.name,
-            "page_id": account.ref,
-            "base_url": account.base_url,
-            "access_token": made.credentials[PRIMARY_SECRET["mastodon"]],
+            "name": made["name"],
+            "page_id": made["id"],
+            "base_url": made["base_url"],
+            "access_token": made["credentials"][PRIMARY_SECRET["mastodon"]],
         }
         response = await http.post("/accounts", json=body, headers=headers)
         response.raise_for_status()
@@ -220,12 +245,25 @@ class Breakdown:
         )
 
 
-async def measure(
-    url: str, workers: int, latency: float, posts: int, clients: int, concurrency: int
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class Run:
+    """One figure's set-up."""
+
+    workers: int
+    latency: float
+    posts: int
+    clients: int
+    concurrency: int
+    api_processes: int = 1
+    source: Path | None = None  # another checkout's herald to run (A/B comparisons)
+
+
+async def measure(url: str, run: Run) -> dict[str, float]:
+    workers, latency, posts, clients = run.workers, run.latency, run.posts, run.clients
+    concurrency, source = run.concurrency, run.source
     figures: dict[str, float] = {}
-    sandbox = generous_sandbox(latency)
-    try:
+    with SandboxProcess("herald-bench-social-sandbox-") as sandbox:
+        listing = sandbox.start(latency, source)
         async with fresh_schema(url) as settings:
             env = environment(settings, concurrency)
             conn = await connect(conninfo(url, settings.schema))
@@ -238,8 +276,12 @@ async def measure(
             ledger_conn = await connect(conninfo(url, settings.schema))
             ledger = Ledger(ledger_conn, server_port=_server_port(url))
             ledger.add("bench", [os.getpid()])
+            ledger.add("sandbox", [p.pid for p in sandbox.procs])
             with Spawned("herald-bench-social-api-") as api:
-                api.spawn([*command, "serve", "--port", str(port)], env, 1)
+                serve = [*command, "serve", "--port", str(port)]
+                if run.api_processes > 1:
+                    serve.append("--reuse-port")
+                api.spawn(serve, env, run.api_processes, source)
                 ledger.add("api", [p.pid for p in api.procs])
                 async with (
                     httpx.AsyncClient(
@@ -248,7 +290,7 @@ async def measure(
                     ledger_conn,
                 ):
                     await api_ready(http, api)
-                    accounts = await link_accounts(http, headers, sandbox)
+                    accounts = await link_accounts(http, headers, listing)
                     admission = Breakdown(settings, ledger, "admission", _POSTS)
                     await admission.start()
                     figures["admission"] = await submit(
@@ -258,7 +300,7 @@ async def measure(
                     print(f"  admission: {figures['admission']:.0f} posts/s", file=sys.stderr)
                     args = ["worker", "--concurrency", str(concurrency)]
                     with Spawned("herald-bench-social-") as pool:
-                        pool.spawn([*command, *args], env, workers)
+                        pool.spawn([*command, *args], env, workers, source)
                         ledger.add("workers", [p.pid for p in pool.procs])
                         await workers_ready(pool)
                         # From here: the workers' start-up is not part of a post's cost.
@@ -284,10 +326,7 @@ async def measure(
                         samples = sorted(r["ms"] for r in await query(settings, _LATENCIES))
                         figures["p50"] = statistics.median(samples)
                         figures["p99"] = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
-                        counts = sandbox.counts()["accounts"]["mastodon"].values()
-                        figures["duplicates"] = sum(c["duplicates"] for c in counts)
-    finally:
-        sandbox.stop()
+                        figures["duplicates"] = sandbox.duplicates(listing["url"])
     return figures
 
 
@@ -302,6 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.05])
     parser.add_argument("--clients", type=int, default=32, help="HTTP requests in flight")
     parser.add_argument("--concurrency", type=int, default=100, help="jobs per worker")
+    parser.add_argument(
+        "--api-processes", type=int, default=1, help="API processes sharing the port"
+    )
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=None,
+        help="run the herald of another checkout (the code before a change, side by side)",
+    )
     args = parser.parse_args(argv)
     url = database_url(Settings.from_env())
     print(f"{args.posts} media-less posts to {ACCOUNTS} sandbox Mastodon accounts per figure")
@@ -310,10 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     for latency in args.latency:
         for workers in args.workers:
-            figures = loop.run(
-                measure(url, workers, latency, args.posts, args.clients, args.concurrency),
-                "auto",
+            run = Run(
+                workers,
+                latency,
+                args.posts,
+                args.clients,
+                args.concurrency,
+                args.api_processes,
+                args.source,
             )
+            figures = loop.run(measure(url, run), "auto")
             print(
                 f"{latency * 1000:5.0f} ms | {workers:7d} | {figures['admission']:17.0f} | "
                 f"{figures['drain']:13.0f} | {figures['steady']:14.0f} | "

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import ipaddress
 import logging
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,12 @@ def add_commands(sub: Any) -> None:
 
     serve = sub.add_parser("serve", help="run the HTTP API")
     _http_options(serve)
+    serve.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share --port with other `serve` processes started with it (the kernel spreads "
+        "connections between them: one process per core; Linux SO_REUSEPORT)",
+    )
     up = sub.add_parser(
         "up", help="API, worker, scheduler and housekeeping (migrating first) in one process"
     )
@@ -109,7 +116,8 @@ def main(args: argparse.Namespace, settings: Settings, load_app: Callable[[], He
     app = load_app()
     if args.command == "serve":
         return loop.run(
-            serve(app, settings, api, host=args.host, port=args.port), settings.event_loop
+            serve(app, settings, api, host=args.host, port=args.port, reuse_port=args.reuse_port),
+            settings.event_loop,
         )
     if args.concurrency < 1 or args.scheduler_interval <= 0:
         print(
@@ -219,9 +227,11 @@ def _server(
     return uvicorn.Server(config) if own_signals else HostedServer(config)
 
 
-async def _serve_checked(server: uvicorn.Server) -> None:
+async def _serve_checked(
+    server: uvicorn.Server, sockets: list[socket.socket] | None = None
+) -> None:
     try:
-        await server.serve()
+        await server.serve(sockets)
     except SystemExit:  # uvicorn exits when it cannot bind or start
         raise RuntimeError("the HTTP API could not start (see the log above)") from None
     if not server.started:
@@ -238,15 +248,38 @@ def _api_app(app: Herald, settings: Settings, api: ApiSettings, metrics: Any = N
     return api_app
 
 
-async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str, port: int) -> int:
-    """The API and console alone (and the metrics port, if any); SIGTERM/SIGINT stop it."""
+def shared_socket(host: str, port: int) -> socket.socket:
+    """A listening socket other processes may bind too (SO_REUSEPORT)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(
+    app: Herald,
+    settings: Settings,
+    api: ApiSettings,
+    *,
+    host: str,
+    port: int,
+    reuse_port: bool = False,
+) -> int:
+    """The API and console alone (and the metrics port, if any); SIGTERM/SIGINT stop it.
+
+    ``reuse_port``: several processes serve one port, each with its own pools."""
     from herald.metrics import HeraldMetrics
 
     metrics = HeraldMetrics()
     grace = settings.shutdown_grace
     api_app = _api_app(app, settings, api, metrics)
+    sockets = [shared_socket(host, port)] if reuse_port else None
     if api.metrics_port is None:
-        await _serve_checked(_server(api_app, host, port, own_signals=True, grace=grace))
+        await _serve_checked(_server(api_app, host, port, own_signals=True, grace=grace), sockets)
         return 0
     servers = [
         _server(api_app, host, port, False, grace),
@@ -259,7 +292,10 @@ async def serve(app: Herald, settings: Settings, api: ApiSettings, *, host: str,
             server.should_exit = True
 
     with stop_on_signals(shutdown):
-        tasks = [asyncio.create_task(_serve_checked(s)) for s in servers]
+        tasks = [
+            asyncio.create_task(_serve_checked(s, sockets if s is servers[0] else None))
+            for s in servers
+        ]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         shutdown()
         results = await asyncio.gather(*tasks, return_exceptions=True)

@@ -109,6 +109,26 @@ class World:
             await asyncio.sleep(0.1)
 
 
+async def answering(
+    http: httpx.AsyncClient, path: str, procs: list[subprocess.Popen[bytes]], log: Path
+) -> None:
+    """Wait until ``path`` answers 200; a process exiting, or a minute, fails with ``log``."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if (await http.get(path)).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+            raise AssertionError(_text(log))
+        await asyncio.sleep(0.1)
+
+
+def _text(log: Path) -> str:
+    return log.read_text(errors="replace")
+
+
 def fault_env(seed: int, **platforms: Mapping[str, object]) -> dict[str, str]:
     return {"HERALD_SOCIAL_FAULTS": json.dumps({"seed": seed, "platforms": platforms})}
 
@@ -138,16 +158,7 @@ async def world(
         async with await open_connection(settings) as conn:
             token = (await create_key(conn, "prover", ["admin"])).token
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60.0) as http:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if (await http.get("/health")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if api.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError((log_dir / "api.log").read_text(errors="replace"))
-                await asyncio.sleep(0.1)
+            await answering(http, "/health", [api], log_dir / "api.log")
             yield World(settings, sandbox, workers, http, token, base)
     finally:
         workers.stop_all()

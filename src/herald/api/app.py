@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
+from psycopg_pool import AsyncConnectionPool
 
 from herald.api import (
     catalog,
@@ -30,6 +31,7 @@ from herald.catalog.metadata import PREFIXES
 from herald.catalog.sparql.runner import QueryRunner, SparqlLimits
 from herald.client import Client
 from herald.config import Settings
+from herald.db import AsyncConn, conninfo, database_url, make_pool
 from herald.generations import api as generations_api
 from herald.metrics import HeraldMetrics
 from herald.ops.errors import AuditInfoMissing, Conflict, NotFound
@@ -37,6 +39,9 @@ from herald.registry import Herald
 from herald.schedules import RecurrenceError, ScheduleError
 
 log = logging.getLogger(__name__)
+
+# A key lookup is one short read: two connections keep up with a busy API process.
+KEY_POOL_SIZE = 2
 
 DESCRIPTION = """
 **Authentication.** Every `/v1` route needs `Authorization: Bearer <token>`. Tokens are
@@ -69,6 +74,12 @@ conflicts, 413 for oversized payloads, 415 for a body sent as another media type
 """
 
 
+def key_pool(settings: Settings) -> AsyncConnectionPool[AsyncConn]:
+    """The API keys' own small pool: its connections stay acting for the platform."""
+    info = conninfo(database_url(settings), settings.schema, settings=settings)
+    return make_pool(info, KEY_POOL_SIZE, name="herald-api-keys", pooled=settings.pooled)
+
+
 def _serving(
     herald_app: Herald, settings: Settings, api: ApiSettings, metrics: HeraldMetrics
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -79,10 +90,13 @@ def _serving(
     @asynccontextmanager
     async def serving(app: FastAPI) -> AsyncIterator[None]:
         client = await Client.open(herald_app, settings)
-        app.state.herald = ApiState(herald_app, settings, api, metrics, client)
+        keys = key_pool(settings)
         try:
+            await keys.open(wait=True)
+            app.state.herald = ApiState(herald_app, settings, api, metrics, client, keys)
             yield
         finally:
+            await keys.close()
             await client.close()
 
     return serving

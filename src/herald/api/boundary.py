@@ -110,8 +110,9 @@ class Boundary:
         header = _header(scope, b"authorization")
         state = scope["app"].state.herald
         # The key is looked up before its tenant is known: across tenants, for this only.
+        pool = state.keys or state.client.pool
         with tenancy.platform():
-            async with state.client.pool.connection(timeout=10.0) as conn:
+            async with pool.connection(timeout=10.0) as conn:
                 return await authenticate(conn, header)
 
     async def _tenant_of(self, scope: Scope, principal: Principal) -> str:

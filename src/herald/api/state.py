@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from psycopg_pool import AsyncConnectionPool
 
 from herald.client import Client
 from herald.config import ConfigError, Settings
+from herald.db import AsyncConn
 from herald.metrics import HeraldMetrics
 from herald.registry import Herald
 
@@ -85,9 +87,15 @@ class ApiState:
     api: ApiSettings
     metrics: HeraldMetrics
     client: Client
+    # Key lookups run for the platform (before the tenant is known) on connections of
+    # their own: on the client's, each request would switch a connection to the
+    # platform and back to its tenant, two more round trips.
+    keys: AsyncConnectionPool[AsyncConn] | None = None
 
 
-def _state(request: Request) -> ApiState:
+# A coroutine: FastAPI would run a plain function in a worker thread on every request
+# (a thread hand-off and contention for the interpreter lock).
+async def _state(request: Request) -> ApiState:
     state = request.app.state.herald
     assert isinstance(state, ApiState)
     return state

@@ -68,58 +68,73 @@ async def submit_post(
     request_body: dict[str, Any],
     trace: dict[str, str] | None = None,
 ) -> PostAdmitted:
-    """Record the post and admit its job, or answer the one this key admitted before."""
+    """Record the post and admit its job, or answer the one this key admitted before.
+
+    One transaction of three statements: the key's claim (with the account and the
+    post's id taken ahead), the job, then the post naming its job. A replayed key costs
+    one more, to read what it admitted."""
     fingerprint = body_hash(request_body)
+    key_params = {"owner": owner, "key": idempotency_key}
     async with client.pool.connection() as conn, conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
-        key_params = {"owner": owner, "key": idempotency_key}
         await cur.execute(
             sql.query("social_post_key_claim"),
-            {**key_params, "body_hash": fingerprint, "retention_s": KEY_RETENTION},
+            {
+                **key_params,
+                "body_hash": fingerprint,
+                "retention_s": KEY_RETENTION,
+                "account_id": account_id,
+            },
         )
-        if await cur.fetchone() is None:
-            await cur.execute(sql.query("social_post_key_get"), key_params)
-            earlier = await cur.fetchone()
-            if earlier is None or earlier["job_id"] is None:
-                raise Conflict("this idempotency key is being used by a request in flight")
-            if earlier["body_hash"] != fingerprint:
-                raise KeyReused(
-                    f"idempotency key {idempotency_key!r} was used for another request in the "
-                    "last 24 hours"
-                )
-            return PostAdmitted(earlier["post_id"], earlier["job_id"], created=False)
-        account = await accounts.get_account(conn, account_id)
-        if account["status"] != "active":
+        claim = await cur.fetchone()
+        assert claim is not None  # one row, always
+        if not claim["claimed"]:
+            return await _earlier(cur, key_params, idempotency_key, fingerprint)
+        if claim["status"] is None:
+            raise NotFound("account", account_id)
+        if claim["status"] != "active":
             raise accounts.AccountError(
-                f"account {account_id} is {account['status']}"
-                + (f": {account['status_reason']}" if account["status_reason"] else "")
+                f"account {account_id} is {claim['status']}"
+                + (f": {claim['status_reason']}" if claim["status_reason"] else "")
             )
+        post_id, provider = claim["post_id"], claim["provider"]
+        payload: dict[str, Any] = {
+            "post_id": post_id,
+            "account_id": account_id,
+            "provider": provider,
+        }
+        if trace:
+            payload["trace"] = trace
+        admitted = await client.enqueue(POST, payload, key=f"post:{post_id}", conn=conn)
         await cur.execute(
             sql.query("social_post_create"),
             {
+                "id": post_id,
                 "owner": owner,
                 "account_id": account_id,
                 "message": message,
                 "media_url": media_url,
                 "idempotency_key": idempotency_key,
                 "body_hash": fingerprint,
+                "job_id": admitted.id,
             },
         )
-        post = await cur.fetchone()
-        assert post is not None
-        payload: dict[str, Any] = {
-            "post_id": post["id"],
-            "account_id": account_id,
-            "provider": account["provider"],
-        }
-        if trace:
-            payload["trace"] = trace
-        admitted = await client.enqueue(POST, payload, key=f"post:{post['id']}", conn=conn)
-        await conn.execute(
-            sql.query("social_post_set_job"),
-            {**key_params, "id": post["id"], "job_id": admitted.id},
+        return PostAdmitted(post_id, admitted.id, created=True, provider=provider)
+
+
+async def _earlier(
+    cur: Any, key_params: dict[str, str], idempotency_key: str, fingerprint: str
+) -> PostAdmitted:
+    """What a live key admitted before: the same post for the same body, else a refusal."""
+    await cur.execute(sql.query("social_post_key_get"), key_params)
+    earlier = await cur.fetchone()
+    if earlier is None or earlier["job_id"] is None:
+        raise Conflict("this idempotency key is being used by a request in flight")
+    if earlier["body_hash"] != fingerprint:
+        raise KeyReused(
+            f"idempotency key {idempotency_key!r} was used for another request in the last 24 hours"
         )
-        return PostAdmitted(post["id"], admitted.id, created=True, provider=account["provider"])
+    return PostAdmitted(earlier["post_id"], earlier["job_id"], created=False)
 
 
 async def request_disconnect(
