@@ -177,3 +177,17 @@ async def test_only_a_platform_key_crosses_and_it_is_audited(api: Api) -> None:
         ("globex", f"GET {job}"),
     ]
     assert all(e["actor"] == "default-platform@default" for e in log.json())
+    # Acting for every tenant, the cancel of globex's job is globex's record (and the
+    # platform's), and globex's own log shows who acted for it.
+    cancel = await api.http.post(
+        f"{job}/cancel",
+        json={"reason": "operator"},
+        headers={**ops["platform"], "Herald-Tenant": "*"},
+    )
+    assert cancel.status_code == 200, cancel.text
+    theirs = await api.http.get("/v1/audit", headers=globex["admin"])
+    by_ops = [e for e in theirs.json() if e["actor"].startswith("default-platform")]
+    assert [(e["action"], e["target_id"], e["actor"]) for e in by_ops] == [
+        ("cancel", ids["job_id"], "default-platform"),
+        ("platform.act_for", "globex", "default-platform@default"),
+    ]
