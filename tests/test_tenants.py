@@ -19,8 +19,10 @@ from herald.config import Settings
 from herald.errors import QuotaExceeded
 from herald.ops import audit, limits
 from herald.ops import jobs as job_ops
+from herald.ops.errors import Conflict
 from herald.schedules.scheduler import Scheduler
 from herald.schedules.store import ScheduleSpec, create_schedule
+from herald.social.accounts import create_user
 from tests.support import running_worker, wait_for_job
 from tests.tenancy_kit import PLATFORM_TABLES, make_tenants, tables_of, tenants_seen
 
@@ -256,6 +258,24 @@ async def test_a_platform_action_is_audited_in_the_tenant_acted_on_and_the_platf
     with tenancy.acting_as("acme"):
         entry = await audit.record(client.pool, "key@acme", "note", ("tenant", "default"), "r")
     assert entry["tenant_id"] == "acme"
+
+
+async def test_social_names_and_keys_are_each_tenants_own(client: Client) -> None:
+    await make_tenants(client.pool, "acme", "globex")
+    claim = {"owner": "team", "key": "k-1", "body_hash": "h", "retention_s": 3600}
+    for tenant in ("acme", "globex"):
+        with tenancy.acting_as(tenant):
+            async with client.pool.connection() as conn:
+                user = await create_user(conn, "alice", f"alice@{tenant}.example.org")
+                assert user["username"] == "alice"
+                cur = await conn.execute(sql.query("social_post_key_claim"), claim)
+                assert await cur.fetchone() is not None  # a fresh key in each tenant
+    with tenancy.acting_as("acme"):
+        async with client.pool.connection() as conn:
+            with pytest.raises(Conflict, match="exists already"):
+                await create_user(conn, "alice", "again@acme.example.org")
+            cur = await conn.execute(sql.query("social_post_key_claim"), claim)
+            assert await cur.fetchone() is None  # live in this tenant: an earlier request's
 
 
 async def test_a_claim_takes_turns_between_tenants(client: Client) -> None:
