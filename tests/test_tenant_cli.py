@@ -65,6 +65,8 @@ NOT_TRIED = {
     "generations quarantine": "the tenant's own quarantine",
     "generations resolve": "the tenant's own quarantine",
     "generations backfill": "the tenant's own backfill",
+    "generations seal-secrets": "re-seals the tenant's webhook secrets (every tenant's with "
+    "--tenant '*', audited)",
 }
 
 

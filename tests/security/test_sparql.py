@@ -76,6 +76,14 @@ async def served(
 
     register_catalog(app, local, CatalogSettings(public_url="https://data.example.org"))
     _seed(app)
+    # These tests bound the evaluator, not a tenant's view: let the request's tenant reach
+    # the seeded graphs (which graphs a tenant sees is tested in tests/catalog/test_tenants.py).
+    seeded = [f"http://ex.org/g{g}" for g in range(GRAPHS)]
+
+    async def seeded_graphs(state: Any) -> list[str]:
+        return seeded
+
+    monkeypatch.setattr("herald.api.catalog_rdf._tenant_graphs", seeded_graphs)
     asgi = create_app(app, local, ApiSettings(auth=False))
     server = _server(asgi, "127.0.0.1", 0, False, grace=local.shutdown_grace)
     serving = asyncio.create_task(server.serve())

@@ -326,6 +326,11 @@ class Evaluator:
             raise Refusal(503, "unavailable", "the triple store is unreachable") from None
 
 
+def _dataset(graphs: list[str] | None) -> dict[str, list[str]]:
+    """The SPARQL protocol's named-graph parameters for ``graphs`` (None: no restriction)."""
+    return {} if graphs is None else {"named-graph-uri": list(graphs)}
+
+
 def main() -> None:
     _limit_self(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
     import httpx  # noqa: F401  (imported now: a request never waits for it)
@@ -349,8 +354,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def _dataset(graphs: list[str] | None) -> dict[str, list[str]]:
-    """The SPARQL protocol's named-graph parameters for ``graphs`` (None: no restriction)."""
-    return {} if graphs is None else {"named-graph-uri": list(graphs)}
