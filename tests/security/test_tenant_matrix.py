@@ -204,6 +204,19 @@ async def test_no_route_and_no_scope_reaches_another_tenant(api: Api) -> None:
             names_globex = any("{" + n + "}" in path for n in ids)
             if names_globex and method in ("GET", "HEAD"):
                 assert r.status_code in (403, 404, 422), (method, path, scope, r.status_code)
+    # a provider name globex uses is acme's to use too: acme's own provider, a new row
+    own = await api.http.put(
+        "/v1/ingest/providers/globex-feed",
+        json={"url": "https://acme.example.org/feed", "reason": "acme's own"},
+        headers=acme["operate"],
+    )
+    assert own.status_code == 201, own.text
+    # a dataset id globex holds is refused with a clear conflict (ids are deployment-wide)
+    taken = await api.http.post(
+        "/v1/datasets", json=_registration("globex-data"), headers=acme["submit"]
+    )
+    assert taken.status_code == 409, taken.text
+    assert MARKER not in taken.text
     assert _globex_state(api) == before
     # the same idempotency key in another tenant is a new job, not globex's (nor a 409)
     mine = await api.http.post(
