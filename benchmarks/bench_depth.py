@@ -14,10 +14,10 @@ clock (first claim to last completion among them). It prints both rates and thei
 finished jobs as in a steady deployment) and enqueues ``--rate`` jobs a second for
 ``--minutes``. Every ``--every`` seconds it samples, on the database clock: jobs
 admitted and finished in the interval, the backlog, the jobs table's heap and index
-sizes, its dead tuples, autovacuum runs, and enqueue-to-start latency (``attempted_at -
-created_at`` of the jobs started in the interval: p50, p99). Samples are written as CSV
-and drawn as an SVG (``--out``; see benchmarks/svgplot.py), with nothing but the
-standard library.
+sizes, its dead tuples, vacuums (autovacuum's and the worker's own), and enqueue-to-start
+latency (``attempted_at - created_at`` of the jobs started in the interval: p50, p99).
+Samples are written as CSV and drawn as an SVG (``--out``; see benchmarks/svgplot.py),
+with nothing but the standard library.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ SELECT
   (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass) AS dead_tuples,
   (SELECT autovacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass)
       AS autovacuums,
+  (SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass) AS vacuums,
   (SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (
        ORDER BY extract(epoch FROM attempted_at - created_at) * 1000)
    FROM jobs WHERE attempted_at > now() - make_interval(secs => %(s)s)) AS latency_ms
@@ -128,6 +129,7 @@ class Sample:
     index_mb: float
     dead_tuples: int
     autovacuums: int
+    vacuums: int  # run by the worker itself (see herald.maintenance)
     latency_p50_ms: float
     latency_p99_ms: float
 
@@ -164,6 +166,7 @@ async def sample(conn: AsyncConn, start: float, every: float) -> Sample:
         index_mb=round(row["index_bytes"] / 2**20, 1),
         dead_tuples=row["dead_tuples"] or 0,
         autovacuums=row["autovacuums"] or 0,
+        vacuums=row["vacuums"] or 0,
         latency_p50_ms=round(p50, 2),
         latency_p99_ms=round(p99, 2),
     )
@@ -193,6 +196,7 @@ async def soak(args: argparse.Namespace, url: str) -> None:
                         f"  {s.minute:>6.2f} min  in {s.admitted_per_s:>7,.0f}/s  out "
                         f"{s.finished_per_s:>7,.0f}/s  backlog {s.backlog:>8,}  rows {s.rows:>9,}"
                         f"  heap {s.heap_mb:>7.1f} MB  indexes {s.index_mb:>6.1f} MB  "
+                        f"dead {s.dead_tuples:>9,}  vacuums {s.autovacuums}+{s.vacuums}  "
                         f"latency p50 {s.latency_p50_ms:.1f} / p99 {s.latency_p99_ms:.1f} ms"
                         f"  ({load()})",
                         flush=True,

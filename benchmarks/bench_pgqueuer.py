@@ -77,7 +77,7 @@ from benchmarks.bench_core import (
 from benchmarks.pgqueuer_app import NOOP, STAMP
 from herald import loop
 from herald.config import Settings
-from herald.db import connect, conninfo
+from herald.db import LINK_DEFAULTS, connect, conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "benchmarks.pgqueuer_app:create_pgqueuer"
@@ -108,9 +108,12 @@ def asyncpg_dsn(url: str, schema: str) -> str:
     """``url`` with the search_path of herald.db.conninfo, as a URL asyncpg reads.
 
     asyncpg hands query parameters it does not know (``options``, ``application_name``)
-    to the server at connection start, as libpq does.
+    to the server at connection start, as libpq does; the server refuses libpq's own
+    link settings (``connect_timeout``, keepalives), so they are left out.
     """
     params = conninfo_to_dict(conninfo(url, schema, "pgqueuer-bench"))
+    for name in LINK_DEFAULTS:
+        params.pop(name, None)
     return "postgresql://?" + urlencode({k: str(v) for k, v in params.items()}, quote_via=quote)
 
 

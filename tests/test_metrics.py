@@ -14,6 +14,8 @@ from herald.api import ApiSettings, create_app
 from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.metrics import HeraldMetrics
+from herald.states import ACTIVE_JOB_STATES
+from tests.eventually import eventually
 from tests.support import APP
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -32,14 +34,11 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 async def _drained(client: Client, queue: str, deadline: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline
-    while loop.time() < end:
+    async def probe() -> bool:
         rows = await client.list_jobs(queue=queue, limit=1000)
-        if all(r["state"] not in ("waiting", "running") for r in rows):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"jobs of queue {queue} did not finish within {deadline}s")
+        return all(r["state"] not in ACTIVE_JOB_STATES for r in rows)
+
+    await eventually(probe, what=f"the jobs of queue {queue} to finish", within=deadline)
 
 
 @pytest.fixture

@@ -192,17 +192,47 @@ async def test_a_worker_that_loses_its_lease_cancels_the_handler_and_discards_it
     assert {s["owner"] for s in stale} == {worker.owner}
 
 
+async def _finished_long_ago(conn: AsyncConn, count: int) -> None:
+    """``count`` jobs finished beyond the default retention of 7 days."""
+    await conn.execute(
+        "INSERT INTO jobs (kind, state, attempt, finished_at) "
+        "SELECT 'noop', 'succeeded', 1, now() - interval '8 days' "
+        "FROM generate_series(1, %s)",
+        (count,),
+    )
+
+
+async def test_the_worker_vacuums_the_jobs_table_its_pruning_left_dead_rows_in(
+    client: Client, settings: Settings, pool: AsyncConnectionPool[AsyncConn]
+) -> None:
+    async with client.pool.connection() as conn:
+        await _finished_long_ago(conn, 2 * PRUNE_BATCH)
+    maintenance = Maintenance(APP, settings, pool)
+    assert await maintenance.prune_once() + await maintenance.prune_once() == 2 * PRUNE_BATCH
+
+    # The deletes' dead rows reach the statistics within a second or so; below the bar
+    # nothing runs, past it the vacuum does (lag 0: whatever the server's autovacuum did).
+    assert not await maintenance.vacuum_once(min_dead=10 * PRUNE_BATCH, lag=0)
+    ran = await eventually(
+        lambda: maintenance.vacuum_once(min_dead=PRUNE_BATCH // 2, lag=0),
+        what="a vacuum",
+        within=10,
+    )
+    stats = await _rows(
+        client,
+        "SELECT n_dead_tup, vacuum_count, autovacuum_count FROM pg_stat_user_tables "
+        "WHERE relid = 'jobs'::regclass",
+    )
+    assert ran and maintenance.stats.vacuums == 1
+    assert stats[0]["vacuum_count"] + stats[0]["autovacuum_count"] >= 1
+    assert stats[0]["n_dead_tup"] < PRUNE_BATCH // 2
+
+
 async def test_pruning_deletes_only_expired_finished_jobs_in_batches(
     client: Client, settings: Settings, pool: AsyncConnectionPool[AsyncConn]
 ) -> None:
     async with client.pool.connection() as conn:
-        # Finished long ago, beyond the default 7 days: 1.5 batches of them.
-        await conn.execute(
-            "INSERT INTO jobs (kind, state, attempt, finished_at) "
-            "SELECT 'noop', 'succeeded', 1, now() - interval '8 days' "
-            "FROM generate_series(1, %s)",
-            (PRUNE_BATCH + PRUNE_BATCH // 2,),
-        )
+        await _finished_long_ago(conn, PRUNE_BATCH + PRUNE_BATCH // 2)  # 1.5 batches
         await conn.execute(
             "INSERT INTO jobs (kind, key, state, attempt, finished_at, created_at) VALUES "
             "('noop', 'recent', 'succeeded', 1, now() - interval '1 day', now()), "

@@ -1,13 +1,17 @@
-"""Typed rows: a job read as a dataclass, and a row class that drifts from its statement."""
+"""Typed rows: a job read as a dataclass, a row class that drifts from its statement, and a
+statement that promised a row and answered none."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import psycopg
 import pytest
 
 from herald import Client
-from herald.rows import Job, from_row
+from herald.config import Settings
+from herald.db import conninfo
+from herald.rows import Job, MissingRow, all_rows, from_row, maybe_row, one_row
 from herald.states import JobState
 
 
@@ -32,3 +36,20 @@ def test_a_row_without_a_column_the_class_names_is_refused() -> None:
         from_row(Named, {"id": 1})
     with pytest.raises(ValueError, match="'sleeping' is not a valid JobState"):
         from_row(Job, {**{f.name: None for f in dataclasses.fields(Job)}, "state": "sleeping"})
+
+
+async def test_rows_read_as_dicts_from_a_callers_plain_connection(
+    client: Client, settings: Settings
+) -> None:
+    admitted = await client.enqueue("echo", {"n": 2}, key="plain")
+    assert settings.database_url is not None
+    info = conninfo(settings.database_url, settings.schema)
+    # a connection of the caller's own: no dict row factory, rows would come as tuples
+    async with await psycopg.AsyncConnection.connect(info, autocommit=True) as plain:
+        row = await one_row(plain, "get_job", {"id": admitted.id})
+        assert (row["id"], row["key"], row["state"]) == (admitted.id, "plain", "waiting")
+        assert await maybe_row(plain, "get_job", {"id": admitted.id + 1000}) is None
+        with pytest.raises(MissingRow, match="statement 'get_job' answered no row"):
+            await one_row(plain, "get_job", {"id": admitted.id + 1000})
+        counts = await all_rows(plain, "state_counts")
+    assert counts == [{"state": "waiting", "n": 1}]

@@ -22,7 +22,7 @@ from psycopg.rows import dict_row
 
 from herald import quotas, sql
 from herald.config import Settings
-from herald.db import AsyncConn, Row, connect, conninfo, database_url, make_pool
+from herald.db import AnyConn, AsyncConn, Row, connect, conninfo, database_url, make_pool
 from herald.errors import (
     AdmissionError,
     HeraldError,
@@ -174,7 +174,7 @@ class Client:
         async with self.pool.connection() as own:
             return await self._admit(own, prepared)
 
-    async def _admit(self, conn: Any, prepared: _Prepared) -> Enqueued:
+    async def _admit(self, conn: AnyConn, prepared: _Prepared) -> Enqueued:
         limits = await self.quotas.of_current(conn)
         if limits.any:
             async with _atomic(conn):
@@ -182,13 +182,13 @@ class Client:
                 return await self._admit_unquoted(conn, prepared)
         return await self._admit_unquoted(conn, prepared)
 
-    async def _admit_unquoted(self, conn: Any, prepared: _Prepared) -> Enqueued:
+    async def _admit_unquoted(self, conn: AnyConn, prepared: _Prepared) -> Enqueued:
         if prepared.spec.idempotency_key is None:
             return await _insert_one(conn, prepared.params)
         async with _atomic(conn):
             return await self._admit_idempotent(conn, prepared)
 
-    async def _admit_idempotent(self, conn: Any, prepared: _Prepared) -> Enqueued:
+    async def _admit_idempotent(self, conn: AnyConn, prepared: _Prepared) -> Enqueued:
         ikey = prepared.spec.idempotency_key
         # Canonical form: the same JSON object written in another key order is the same
         # request (jsonb does not keep key order either).
@@ -239,7 +239,7 @@ class Client:
             return await self._admit_many(own, prepared)
 
     async def _enforce_quotas(
-        self, conn: Any, specs: Sequence[JobSpec], prepared: Sequence[_Prepared] = ()
+        self, conn: AnyConn, specs: Sequence[JobSpec], prepared: Sequence[_Prepared] = ()
     ) -> None:
         """The tenant's quotas, for a batch: inside the batch's transaction."""
         limits = await self.quotas.of_current(conn)
@@ -250,7 +250,7 @@ class Client:
             size = sum(len(_encode_payload(s.payload, self.settings.payload_limit)) for s in specs)
         await quotas.enforce(conn, limits, len(specs), size)
 
-    async def _admit_streamed(self, conn: Any, specs: Sequence[JobSpec]) -> list[Enqueued]:
+    async def _admit_streamed(self, conn: AnyConn, specs: Sequence[JobSpec]) -> list[Enqueued]:
         """Keyless jobs in chunks sent back to back (pipeline mode): the server inserts one
         chunk while the next is validated and encoded here. Bad input anywhere raises
         inside our own transaction, which then rolls back every chunk already sent."""
@@ -271,7 +271,7 @@ class Client:
             raise HeraldError(f"bulk admission inserted {len(admitted)} of {len(specs)} jobs")
         return admitted
 
-    async def _admit_many(self, conn: Any, prepared: list[_Prepared]) -> list[Enqueued]:
+    async def _admit_many(self, conn: AnyConn, prepared: list[_Prepared]) -> list[Enqueued]:
         results: list[Enqueued | None] = [None] * len(prepared)
         plain = [i for i, p in enumerate(prepared) if p.spec.idempotency_key is None]
         for i, p in enumerate(prepared):
@@ -351,7 +351,7 @@ class Client:
         return int(rows[0]["n"])
 
 
-def _atomic(conn: Any) -> AbstractAsyncContextManager[Any]:
+def _atomic(conn: AnyConn) -> AbstractAsyncContextManager[Any]:
     """A block that is atomic inside the caller's transaction and never commits it.
 
     On an idle non-autocommit connection psycopg's ``transaction()`` would open and then
@@ -364,7 +364,7 @@ def _atomic(conn: Any) -> AbstractAsyncContextManager[Any]:
     return cast(AbstractAsyncContextManager[Any], conn.transaction())
 
 
-async def _insert_one(conn: Any, params: dict[str, Any]) -> Enqueued:
+async def _insert_one(conn: AnyConn, params: dict[str, Any]) -> Enqueued:
     cur = conn.cursor(row_factory=dict_row)
     if params["key"] is None:  # nothing to conflict with: one plain insert
         await cur.execute(sql.query("enqueue_keyless"), params)

@@ -8,9 +8,10 @@ name tables unqualified and several schemas can share one server.
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from herald import tenancy
@@ -27,6 +29,9 @@ log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
 AsyncConn = psycopg.AsyncConnection[Row]
+# Any connection: Herald's own (rows as dicts) or a caller's plain one (rows as tuples),
+# as where a caller hands in the connection of its own transaction.
+AnyConn = psycopg.AsyncConnection[Any]
 
 
 # The data dirs whose embedded server this process has announced in the log: once each,
@@ -103,6 +108,10 @@ def conninfo(
     options = f"{options} -c search_path={schema},public".strip()
     if generic_plans:
         options += " -c plan_cache_mode=force_generic_plan"
+    if engine:
+        # The engine's statements touch a batch of rows each: JIT compiling them (which
+        # a generic plan's guessed row counts can trigger) took a second per claim.
+        options += " -c jit=off"
     if engine and settings is not None:
         options += f" -c statement_timeout={round(settings.statement_timeout * 1000)}"
     params["options"] = options
@@ -143,12 +152,19 @@ class TenantPool(AsyncConnectionPool[AsyncConn]):
 
 
 def make_pool(
-    info: str, size: int, name: str = "herald", *, check: bool = False, pooled: bool = False
+    info: str,
+    size: int,
+    name: str = "herald",
+    *,
+    check: bool = False,
+    pooled: bool = False,
+    configure: Callable[[AsyncConn], Awaitable[None]] | None = None,
 ) -> AsyncConnectionPool[AsyncConn]:
     """A pool of autocommit dict-row connections; open it with ``await pool.open()``.
 
     ``check`` tests each connection as it is handed out, so after a database restart a
-    caller never gets a dead one (one more round trip per checkout).
+    caller never gets a dead one (one more round trip per checkout). ``configure`` is
+    called on each new connection.
     """
     return TenantPool(
         info,
@@ -162,4 +178,19 @@ def make_pool(
         # failed reconnects keep being retried in the background.
         timeout=10.0,
         check=AsyncConnectionPool.check_connection if check else None,
+        configure=configure,
     )
+
+
+_decode_json = json.JSONDecoder().decode
+
+
+def _loads_utf8(data: str | bytes) -> Any:
+    return _decode_json(data if isinstance(data, str) else data.decode())
+
+
+async def fast_json(conn: AsyncConn) -> None:
+    """Decode ``conn``'s json and jsonb values as the UTF-8 the server sends: given
+    bytes, ``json.loads`` first sniffs their encoding, a sizeable share of decoding a
+    small payload (the worker decodes one per claimed job)."""
+    set_json_loads(_loads_utf8, conn)

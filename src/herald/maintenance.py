@@ -7,6 +7,9 @@
   kinds that keep their records forever are left alone. The maintenance hooks of the
   layers above (see herald.hooks) prune their own state in the same pass: e.g. the
   limiter state nobody needs any more (herald.ops.limits).
+* vacuum: when the server's autovacuum is off, or has left the jobs table alone for
+  minutes while its dead rows pile up, the worker vacuums it (see vacuum_due.sql).
+  Without it a steady stream of jobs grows the heap and its indexes without bound.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald import sql, tenancy
 from herald.config import Settings
-from herald.db import AsyncConn
+from herald.db import AsyncConn, connect, conninfo, database_url
 from herald.periodic import run_periodically
 from herald.registry import Herald
 from herald.states import JobState
@@ -31,6 +34,13 @@ RESCUE_BATCH = 500
 PRUNE_BATCH = 1000
 # Batches one pass lets each maintenance hook prune.
 HOOK_BATCHES = 10
+# The vacuum's bar: dead rows past VACUUM_MIN_DEAD + VACUUM_DEAD_FRACTION x live rows,
+# looked at every VACUUM_CHECK_INTERVAL seconds; a running autovacuum is trusted unless
+# it left the table alone for VACUUM_LAG seconds.
+VACUUM_MIN_DEAD = 10_000
+VACUUM_DEAD_FRACTION = 0.2
+VACUUM_CHECK_INTERVAL = 10.0
+VACUUM_LAG = 300.0
 
 
 @dataclass
@@ -39,6 +49,7 @@ class MaintenanceStats:
     rescued_dead: int = 0
     pruned: int = 0
     pruned_by_hook: dict[str, int] = field(default_factory=dict)
+    vacuums: int = 0
     errors: int = 0
 
 
@@ -119,6 +130,26 @@ class Maintenance:
                 if not pruned.more:
                     break
 
+    async def vacuum_once(self, min_dead: int = VACUUM_MIN_DEAD, lag: float = VACUUM_LAG) -> bool:
+        """Vacuum the jobs table if it is due (see vacuum_due.sql); True when it ran.
+
+        On a connection of its own, as the login it was given: the pools' connections act
+        under the runtime role, which does not own the table and may not vacuum it."""
+        s = self.settings
+        info = conninfo(database_url(s), s.schema, "herald-vacuum", settings=s)
+        async with await connect(info, pooled=s.pooled) as conn:
+            cur = await conn.execute(
+                sql.query("vacuum_due"),
+                {"min_dead": min_dead, "dead_fraction": VACUUM_DEAD_FRACTION, "lag_s": lag},
+            )
+            row = await cur.fetchone()
+            if row is None or not row["due"]:
+                return False
+            log.info("vacuuming the jobs table (%d dead rows)", row["dead"])
+            await conn.execute(sql.query("vacuum_jobs"))
+        self.stats.vacuums += 1
+        return True
+
     async def run_pass(self, stopping: asyncio.Event | None = None) -> None:
         """Rescue every expired lease, and prune when the prune interval has come round."""
         loop = asyncio.get_running_loop()
@@ -139,14 +170,29 @@ class Maintenance:
         async def one_pass() -> None:
             await self.run_pass(stopping)
 
+        async def vacuum_pass() -> None:
+            await self.vacuum_once()
+
         def count(_: Exception) -> None:
             self.stats.errors += 1
 
-        await run_periodically(
-            one_pass,
-            every=self.settings.rescue_interval,
-            stopping=stopping,
-            what="maintenance pass",
-            log=log,
-            on_error=count,
+        # The vacuum runs beside the rescuer, not in its pass: a long vacuum must not
+        # delay the rescue of an expired lease.
+        await asyncio.gather(
+            run_periodically(
+                one_pass,
+                every=self.settings.rescue_interval,
+                stopping=stopping,
+                what="maintenance pass",
+                log=log,
+                on_error=count,
+            ),
+            run_periodically(
+                vacuum_pass,
+                every=VACUUM_CHECK_INTERVAL,
+                stopping=stopping,
+                what="vacuum",
+                log=log,
+                on_error=count,
+            ),
         )

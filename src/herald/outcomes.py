@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,17 +52,23 @@ def finish_params(batch: list[Outcome], owner: str) -> dict[str, Any]:
     element cost more than the statement itself for batches of hundreds.
     """
     return {
-        "ids": _numbers(o.job_id for o in batch),
-        "fences": _numbers(o.fence for o in batch),
+        "ids": _integers([o.job_id for o in batch]),
+        "fences": _integers([o.fence for o in batch]),
         "outcomes": _texts([o.outcome for o in batch]),
-        "delays": _numbers(o.delay for o in batch),
+        "delays": _numbers([o.delay for o in batch]),
         "errors": _texts([o.error for o in batch]),
         "results": _texts([o.result for o in batch]),
         "owner": owner,
     }
 
 
-def _numbers(values: Iterable[int | float | None]) -> str:
+def _integers(values: list[int]) -> str:
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _numbers(values: list[float | None]) -> str:
+    if all(v is None for v in values):  # the usual batch: successes, no delays
+        return "{" + ",".join(["NULL"] * len(values)) + "}"
     return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
 
 

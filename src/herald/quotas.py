@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
-
-from psycopg.rows import dict_row
 
 from herald import sql, tenancy
+from herald.db import AnyConn
 from herald.errors import AdmissionError, QuotaExceeded
+from herald.rows import maybe_row
 
 # Seconds a tenant's quotas are remembered (a change takes effect within this).
 CACHE_SECONDS = 2.0
@@ -51,16 +50,14 @@ class QuotaCache:
     def __init__(self) -> None:
         self._seen: dict[str, tuple[float, Quotas]] = {}
 
-    async def of_current(self, conn: Any) -> Quotas:
+    async def of_current(self, conn: AnyConn) -> Quotas:
         tenant = tenancy.current()
         if tenant == tenancy.PLATFORM:
             return NONE  # the platform context admits nothing by itself (no tenant)
         seen = self._seen.get(tenant)
         if seen is not None and time.monotonic() - seen[0] < CACHE_SECONDS:
             return seen[1]
-        cur = conn.cursor(row_factory=dict_row)  # a caller's plain connection gives tuples
-        await cur.execute(sql.query("tenant_quotas"))
-        row = await cur.fetchone()
+        row = await maybe_row(conn, "tenant_quotas")
         if row is None:  # its jobs would never be claimed: refuse them now
             raise AdmissionError(f"no tenant {tenant!r}: create it first (herald tenant create)")
         found = Quotas(row["max_active_jobs"], row["max_per_second"], row["max_payload_bytes"])
@@ -68,16 +65,14 @@ class QuotaCache:
         return found
 
 
-async def enforce(conn: Any, quotas: Quotas, jobs: int, payload_bytes: int) -> None:
+async def enforce(conn: AnyConn, quotas: Quotas, jobs: int, payload_bytes: int) -> None:
     """Raise QuotaExceeded unless ``jobs`` more jobs (``payload_bytes`` of payload) fit.
 
     Call inside the admission's transaction: the lock is held until it ends."""
     tenant = tenancy.current()
     await conn.execute(sql.query("tenant_quota_lock"))
     if quotas.max_active_jobs is not None or quotas.max_payload_bytes is not None:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("tenant_active_usage"))
-        usage = await cur.fetchone()
+        usage = await maybe_row(conn, "tenant_active_usage")
         active, stored = (usage["jobs"], usage["bytes"]) if usage else (0, 0)
         if quotas.max_active_jobs is not None and active + jobs > quotas.max_active_jobs:
             raise QuotaExceeded(
@@ -97,9 +92,7 @@ async def enforce(conn: Any, quotas: Quotas, jobs: int, payload_bytes: int) -> N
                 ACTIVE_RETRY_AFTER,
             )
     if quotas.max_per_second is not None:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("tenant_take_tokens"), {"n": float(jobs)})
-        row = await cur.fetchone()
+        row = await maybe_row(conn, "tenant_take_tokens", {"n": float(jobs)})
         if row is not None and row["wait"] > 0:
             raise QuotaExceeded(
                 tenant,

@@ -4,6 +4,12 @@
 :class:`Job` from the row's columns of the same names (columns the class does not name
 are left out; one it names and the row lacks is an error, so a statement and its row
 class cannot drift apart silently). Fields typed with an enum are converted.
+
+Where a row is read only where it is fetched, ``one_row``, ``maybe_row`` and ``all_rows``
+answer it as a dict (``herald.db.Row``) from any connection, a caller's plain one
+included; ``one_row`` is for a statement that always answers a row (an INSERT ...
+RETURNING, an aggregate) and says which statement broke that promise instead of
+leaving ``None`` for the caller to trip on.
 """
 
 from __future__ import annotations
@@ -14,11 +20,18 @@ import enum
 from collections.abc import Mapping
 from typing import Any, TypeVar, get_type_hints
 
+from psycopg.rows import dict_row
+
 from herald import sql
-from herald.db import AsyncConn
+from herald.db import AnyConn, Row
+from herald.errors import HeraldError
 from herald.states import JobState
 
 T = TypeVar("T")
+
+
+class MissingRow(HeraldError):
+    """A statement that always answers a row answered none."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,18 +99,45 @@ def from_row(cls: type[T], row: Mapping[str, Any]) -> T:
     return cls(**values)
 
 
+# A caller's plain connection answers tuples: every helper reads through a dict cursor.
+
+
+async def maybe_row(
+    conn: AnyConn, statement: str, params: Mapping[str, Any] | None = None
+) -> Row | None:
+    """The first row of the named statement; None when there is none."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(sql.query(statement), dict(params or {}))
+    return await cur.fetchone()
+
+
+async def one_row(conn: AnyConn, statement: str, params: Mapping[str, Any] | None = None) -> Row:
+    """The row of a statement that always answers one (RETURNING, an aggregate)."""
+    row = await maybe_row(conn, statement, params)
+    if row is None:
+        raise MissingRow(f"statement {statement!r} answered no row")
+    return row
+
+
+async def all_rows(
+    conn: AnyConn, statement: str, params: Mapping[str, Any] | None = None
+) -> list[Row]:
+    """Every row of the named statement."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(sql.query(statement), dict(params or {}))
+    return await cur.fetchall()
+
+
 async def fetch_one(
-    conn: AsyncConn, statement: str, params: Mapping[str, Any], cls: type[T]
+    conn: AnyConn, statement: str, params: Mapping[str, Any], cls: type[T]
 ) -> T | None:
     """The first row of the named statement as a ``cls``; None when there is none."""
-    cur = await conn.execute(sql.query(statement), dict(params))
-    row = await cur.fetchone()
+    row = await maybe_row(conn, statement, params)
     return None if row is None else from_row(cls, row)
 
 
 async def fetch_all(
-    conn: AsyncConn, statement: str, params: Mapping[str, Any], cls: type[T]
+    conn: AnyConn, statement: str, params: Mapping[str, Any], cls: type[T]
 ) -> list[T]:
     """Every row of the named statement, each as a ``cls``."""
-    cur = await conn.execute(sql.query(statement), dict(params))
-    return [from_row(cls, row) for row in await cur.fetchall()]
+    return [from_row(cls, row) for row in await all_rows(conn, statement, params)]

@@ -17,9 +17,11 @@ import functools
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, ParamSpec, TypeVar
 from weakref import WeakKeyDictionary
+
+import psycopg
 
 from herald import sql
 
@@ -68,6 +70,23 @@ def acting_as(tenant: str) -> Iterator[str]:
         _current.reset(token)
 
 
+def enter(tenant: str) -> Token[str]:
+    """Act for ``tenant`` until :func:`leave` is given the token returned: the worker's
+    path around every handler, where :func:`acting_as`'s generator costs more than a
+    short job's handler. Each name is checked once per process."""
+    if tenant not in _valid:
+        _valid.add(checked(tenant))
+    return _current.set(tenant)
+
+
+def leave(token: Token[str]) -> None:
+    _current.reset(token)
+
+
+# Names that passed :func:`checked` (tenants are few; a job carries one of them).
+_valid: set[str] = {DEFAULT}
+
+
 def platform() -> Any:
     """Act for the platform (every tenant) inside the block: the engine's loops only,
     and an operator's audited cross-tenant actions."""
@@ -85,7 +104,7 @@ def as_platform(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return across_tenants
 
 
-async def tell(conn: Any) -> None:
+async def tell(conn: psycopg.AsyncConnection[Any]) -> None:
     """Make ``conn``'s session act for the current tenant, under the runtime role.
 
     Called on every checkout; a round trip only when the connection was last told
@@ -108,7 +127,7 @@ def _value(row: Any, column: str) -> Any:
     return row[column] if isinstance(row, dict) else (row[0] if row else None)
 
 
-async def tell_in_transaction(conn: Any, tenant: str) -> None:
+async def tell_in_transaction(conn: psycopg.AsyncConnection[Any], tenant: str) -> None:
     """Act for ``tenant`` until the end of ``conn``'s current transaction only."""
     await conn.execute(
         sql.query("tenant_local"), {"tenant": tenant if tenant == PLATFORM else checked(tenant)}

@@ -36,7 +36,7 @@ from herald import sql, tenancy
 from herald.attempt import run_attempt
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn, connect, conninfo, database_url, make_pool
+from herald.db import AsyncConn, connect, conninfo, database_url, fast_json, make_pool
 from herald.lease import HeldJob, Lease, StatementDeadline, WorkerStats, bounded
 from herald.loopwatch import LoopWatch
 from herald.maintenance import Maintenance
@@ -165,7 +165,9 @@ class Worker:
         claims_info = conninfo(
             url, s.schema, "herald-worker", generic_plans=True, settings=s, engine=True
         )
-        self._claims = make_pool(claims_info, 1, name="herald-worker-claims", pooled=s.pooled)
+        self._claims = make_pool(
+            claims_info, 1, name="herald-worker-claims", pooled=s.pooled, configure=fast_json
+        )
         await self._claims.open(wait=False)
         self.lease.open(self._control, self._pool)
         maintenance = Maintenance(self.app, s, self._control)
@@ -362,8 +364,11 @@ class Worker:
 
     async def _execute(self, ctx: JobContext, held: HeldJob, payload: dict[str, Any]) -> None:
         started = time.monotonic()
-        with tenancy.acting_as(ctx.tenant):
+        acting = tenancy.enter(ctx.tenant)
+        try:
             outcome = await run_attempt(self.app, ctx, payload)
+        finally:
+            tenancy.leave(acting)
         self._running.pop(ctx.job_id, None)
         if ctx.lease_lost:
             self.stats.lease_lost += 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from herald.generations import records
 from herald.generations.runtime import Generations
 from herald.generations.sample import DATASET, ORDERS, VERSION
 from herald.worker import Worker
+from tests.eventually import eventually
 
 PARTITION = "2026-07-14"
 DAY = datetime(2026, 7, 14, tzinfo=UTC)
@@ -105,21 +105,19 @@ async def worker(
 
 
 async def settled(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    async def probe() -> Row | None:
         status = await records.run_status(conn, run_id)
-        if status["state"] == "settled":
-            return status
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} did not settle: {status}")
+        return status if status["state"] == "settled" else None
+
+    return await eventually(probe, what=f"run {run_id} to settle", within=within)
 
 
 async def left_queue(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
     """The run's status once none of its partitions is queued or building."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+
+    async def probe() -> Row | None:
         status = await records.run_status(conn, run_id)
-        if all(p["state"] not in ("queued", "building") for p in status["partitions_detail"]):
-            return status
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} is still building: {status}")
+        building = any(p["state"] in ("queued", "building") for p in status["partitions_detail"])
+        return None if building else status
+
+    return await eventually(probe, what=f"run {run_id} to leave the queue", within=within)

@@ -3,7 +3,6 @@ feed; new generations told from corrections (review question 4)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -14,19 +13,18 @@ from herald.generations import outbox
 from herald.generations.records import one, rows
 from herald.generations.runtime import Generations
 from herald.ops import signing
+from tests.eventually import eventually
 from tests.generations.helpers import PARTITION, land, orders_file, plan, settled, worker
 from tests.generations.receiver import Received, receiver
 
 
 async def _delivered(conn: AsyncConn, count: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    async def probe() -> bool:
         done = await rows(conn, "generations_feed", {"after": 0, "dataset": None, "limit": 10})
         states = [r["state"] for r in await outbox.deliveries(conn)]
-        if len(states) >= count and all(s != "pending" for s in states) and done:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("deliveries did not settle")
+        return len(states) >= count and all(s != "pending" for s in states) and bool(done)
+
+    await eventually(probe, what="the deliveries to settle", within=20, interval=0.1)
 
 
 @pytest.mark.slow  # waits out delivery backoff

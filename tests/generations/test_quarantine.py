@@ -3,10 +3,8 @@ resolved with a reason and audit; transient failures are retried."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
-import time
 
 import pytest
 
@@ -19,6 +17,7 @@ from herald.generations.runtime import Generations
 from herald.generations.sample import ORDERS
 from herald.ops import audit
 from herald.ops.errors import AuditInfoMissing
+from tests.eventually import eventually
 from tests.generations.helpers import PARTITION, land, orders_file, plan, settled, worker
 
 
@@ -159,12 +158,12 @@ async def test_a_transient_read_failure_is_retried_not_quarantined(
     async with worker(gens, settings):
         run = await plan(gens, conn, [m["id"]])
         job_id = (await records.run_status(conn, run["id"]))["partitions_detail"][0]["job_id"]
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        async def failed_once() -> bool:
             job = await one(conn, "get_job", {"id": job_id})
-            if job is not None and job["errors"]:
-                break
-            await asyncio.sleep(0.05)
+            return job is not None and bool(job["errors"])
+
+        await eventually(failed_once, what="the first attempt's error", within=10)
         path.rmdir()
         path.write_bytes(data)  # the store is back
         status = await settled(conn, run["id"])

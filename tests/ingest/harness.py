@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +14,9 @@ from herald.ingest.jobs import IngestConfig, register_ingest
 from herald.ingest.providers import ProviderSpec, save_provider
 from herald.ops.audit import Note
 from herald.registry import Herald
+from herald.states import ACTIVE_JOB_STATES
 from herald.worker import Worker
+from tests.eventually import eventually
 
 NOTE = Note("test", "testing")
 FAST = IngestConfig(processors=2, batch=200, stuck_after=2.0, duty_every=0.5, busy_snooze=0.2)
@@ -57,29 +58,26 @@ async def wait_for_run(
     conn: AsyncConn, run_id: int | None, states: tuple[str, ...], within: float = 60
 ) -> Row:
     """The run (``None``: the latest) once it is in one of ``states``."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+
+    async def probe() -> Row | None:
         cur = await conn.execute(
             "SELECT * FROM ingest_runs WHERE (%s::bigint IS NULL OR id = %s) "
             "ORDER BY id DESC LIMIT 1",
             (run_id, run_id),
         )
         row = await cur.fetchone()
-        if row is not None and row["state"] in states:
-            return row
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} did not reach {states}")
+        return row if row is not None and row["state"] in states else None
+
+    return await eventually(probe, what=f"run {run_id} to reach {states}", within=within)
 
 
 async def wait_for_job(client: Client, job_id: int, within: float = 60) -> Row:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    async def probe() -> Row | None:
         job = await client.get_job(job_id)
         assert job is not None
-        if job["state"] not in ("waiting", "running"):
-            return job
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not finish")
+        return None if job["state"] in ACTIVE_JOB_STATES else job
+
+    return await eventually(probe, what=f"job {job_id} to finish", within=within)
 
 
 async def canonical(conn: AsyncConn, provider: str) -> dict[tuple[str, str], Row]:

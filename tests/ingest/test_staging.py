@@ -237,3 +237,29 @@ async def test_the_housekeeping_pass_readmits_unattended_runs_and_prunes_what_ex
     assert pruned["pruned_rows"] == 45 and pruned["pruned_quarantine"] == 5
     cur = await conn.execute("SELECT state, rows_done FROM ingest_runs WHERE id = %s", (run_id,))
     assert await cur.fetchone() == {"state": "processed", "rows_done": 45}  # the run stays
+
+
+async def test_the_worker_that_closes_a_large_run_refreshes_the_plans_statistics(
+    conn: AsyncConn,
+) -> None:
+    async def known_plans() -> float:
+        cur = await conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = 'ingest_plans'::regclass"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return float(row["reltuples"])
+
+    spec = SnapshotSpec(seed=5, plans=400, plans_per_base=2)
+    assert await known_plans() < 0  # never analyzed: the planner knows nothing of it yet
+    small = await stage_snapshot(conn, "acme", spec, 1)
+    stats = await drain_run(conn, small, "w", batch=250, poll=0.01, analyze_from=10_000)
+    assert stats.processed_run is not None and not stats.analyzed  # below the floor
+    large = await stage_snapshot(conn, "other", spec, 1)
+    stats = await drain_run(conn, large, "w", batch=250, poll=0.01, analyze_from=100)
+    assert stats.analyzed
+    assert await known_plans() == await _count(conn, "SELECT count(*) AS n FROM ingest_plans")
+    # A run that is a small share of what the statistics describe leaves them alone.
+    again = await stage_snapshot(conn, "acme", SnapshotSpec(seed=5, plans=20), 2)
+    stats = await drain_run(conn, again, "w", batch=250, poll=0.01, analyze_from=10)
+    assert stats.processed_run is not None and not stats.analyzed

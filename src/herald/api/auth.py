@@ -32,6 +32,7 @@ from fastapi.security import HTTPBearer
 from herald import sql, tenancy
 from herald.api.problems import Problem
 from herald.db import AsyncConn
+from herald.rows import one_row
 
 SCOPES = ("submit", "read", "operate", "admin", "platform")
 # The header a platform key names the tenant it acts for with (``*``: every tenant).
@@ -98,8 +99,9 @@ async def create_key(
     if max_active_jobs is not None and max_active_jobs < 1:
         raise ValueError("max_active_jobs must be at least 1")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    cur = await conn.execute(
-        sql.query("api_key_create"),
+    row = await one_row(
+        conn,
+        "api_key_create",
         {
             "name": name,
             "hash": hash_token(token),
@@ -107,8 +109,6 @@ async def create_key(
             "max_active_jobs": max_active_jobs,
         },
     )
-    row = await cur.fetchone()
-    assert row is not None
     return NewKey(row["id"], row["name"], list(row["scopes"]), token)
 
 

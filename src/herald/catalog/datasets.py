@@ -34,6 +34,7 @@ from herald.catalog.metadata import (
 from herald.catalog.sources import check_source_spec
 from herald.catalog.validation import TIERS, Tier
 from herald.db import AsyncConn, Row
+from herald.rows import one_row
 from herald.states import JobState
 
 
@@ -274,7 +275,7 @@ async def register_dataset(conn: AsyncConn, dataset: Dataset) -> tuple[Dataset, 
         "schedule_id": dataset.schedule_id,
     }
     try:
-        cursor = await conn.execute(sql.query("catalog_dataset_upsert"), params)
+        row = await one_row(conn, "catalog_dataset_upsert", params)
     except psycopg.errors.InsufficientPrivilege as exc:
         # The id is held by a row this tenant may not see: the policy refuses the update.
         if "row-level security" not in str(exc):
@@ -283,8 +284,6 @@ async def register_dataset(conn: AsyncConn, dataset: Dataset) -> tuple[Dataset, 
             f"dataset id {info.id!r} is taken (dataset ids are unique across the "
             "deployment); choose another"
         ) from None
-    row = await cursor.fetchone()
-    assert row is not None
     return _dataset(row), bool(row["created"])
 
 

@@ -16,8 +16,6 @@ import threading
 import time
 from typing import Any
 
-from psycopg.rows import dict_row
-
 from herald import sql, tenancy
 from herald.catalog import datasets as registry
 from herald.catalog import entries, undo, versions
@@ -58,6 +56,7 @@ from herald.db import AsyncConn
 from herald.errors import Permanent
 from herald.generations.records import current_generation
 from herald.registry import Herald
+from herald.rows import one_row
 
 __all__ = [
     "DELETE_VERSION",
@@ -362,10 +361,7 @@ async def _persist_data(
 
 async def _publication_times(conn: AsyncConn) -> tuple[dt.datetime | None, dt.datetime]:
     """The catalog's first publication (None before any) and the database's time now."""
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("catalog_first_publication"))
-    row = await cur.fetchone()
-    assert row is not None
+    row = await one_row(conn, "catalog_first_publication")
     return row["issued"], row["now"]
 
 

@@ -14,6 +14,7 @@ from herald.console.registry import (
     NavEntry,
     Option,
     Review,
+    application_extension,
 )
 from herald.console.render import render
 from herald.console.sessions import Caller, ConsoleSettings, Forbidden
@@ -33,6 +34,7 @@ __all__ = [
     "Option",
     "Review",
     "Signed",
+    "application_extension",
     "create_console",
     "install",
     "render",

@@ -24,6 +24,7 @@ import importlib.metadata
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -161,6 +162,26 @@ class ConsoleExtension:
     actions: Sequence[Action] = ()
     # Shown only for applications this returns True for (default: always).
     enabled: Callable[[Herald], bool] | None = None
+
+
+def application_extension(
+    package: str,
+    router: APIRouter,
+    nav: NavEntry,
+    actions: Sequence[Action] = (),
+    enabled: Callable[[Herald], bool] | None = None,
+) -> ConsoleExtension:
+    """An application package's extension, laid out as every application lays it out:
+    named after the package, its templates in the package's ``console_templates``
+    folder, one navigation entry."""
+    return ConsoleExtension(
+        name=package.rsplit(".", 1)[-1],
+        router=router,
+        templates=resources.files(package) / "console_templates",
+        nav=(nav,),
+        actions=actions,
+        enabled=enabled,
+    )
 
 
 def _routes(routes: Iterable[object], prefix: str = "") -> Iterable[tuple[str, str]]:

@@ -22,6 +22,7 @@ from herald.db import AsyncConn, Row
 from herald.generations.errors import NotFound, PlanError
 from herald.generations.records import one, plan_run, rows
 from herald.ops import audit, limits
+from herald.rows import one_row
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -61,7 +62,7 @@ async def declare(
         )
         if not manifests:
             raise PlanError("no retained input in the source range for those partitions")
-        row = await one(
+        row = await one_row(
             conn,
             "generations_backfill_insert",
             {
@@ -79,7 +80,6 @@ async def declare(
                 "reason": reason,
             },
         )
-        assert row is not None
         run = await plan_run(
             gen,
             conn,
@@ -94,10 +94,9 @@ async def declare(
             reason=f"backfill {row['id']}: {reason}",
             backfill_id=row["id"],
         )
-        row = await one(
+        row = await one_row(
             conn, "generations_backfill_set_run", {"id": row["id"], "run_id": run["id"]}
         )
-        assert row is not None
         await audit.record(
             conn, actor, "generations.backfill", ("gen_backfill", row["id"]), reason, after=row
         )

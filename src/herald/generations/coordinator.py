@@ -18,6 +18,7 @@ from herald.db import AsyncConn, Row
 from herald.generations import rules
 from herald.generations.records import one, plan_run, rows
 from herald.ops.conn import to_json
+from herald.rows import one_row
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -39,22 +40,19 @@ async def decide_and_record(
     but never the pre-publication checks; ``discard`` discards).
     """
     dataset_name, partition = candidate["dataset"], candidate["partition"]
-    pointer = await one(
+    pointer = await one_row(
         conn, "generations_current_lock", {"dataset": dataset_name, "partition": partition}
     )
-    assert pointer is not None
     current = int(pointer["generation"])
     current_inputs: frozenset[int] = frozenset()
     current_publication = None
     if pointer["publication_id"] is not None:
-        pub = await one(
+        pub = await one_row(
             conn, "generations_publication_manifests", {"id": pointer["publication_id"]}
         )
-        assert pub is not None
         current_inputs = frozenset(pub["manifest_ids"])
         current_publication = pub["publication_id"]
-    run = await one(conn, "generations_run_get", {"id": candidate["run_id"]})
-    assert run is not None
+    run = await one_row(conn, "generations_run_get", {"id": candidate["run_id"]})
     base = int(run["base_generations"].get(partition, 0))
     known = frozenset(
         r["id"]
@@ -174,7 +172,7 @@ async def decide_and_record(
             partition_state="discarded",
         )
     generation = current + 1
-    publication = await one(
+    publication = await one_row(
         conn,
         "generations_publication_insert",
         {
@@ -191,7 +189,6 @@ async def decide_and_record(
             "published_by": actor,
         },
     )
-    assert publication is not None
     swapped = await one(
         conn,
         "generations_current_swap",
@@ -205,7 +202,7 @@ async def decide_and_record(
     )
     if swapped is None:  # cannot happen while the pointer row is locked; fail closed
         raise RuntimeError(f"pointer of {dataset_name}/{partition} moved under its lock")
-    event = await one(
+    event = await one_row(
         conn,
         "generations_outbox_insert",
         {
@@ -215,7 +212,6 @@ async def decide_and_record(
             "payload": to_json(event_payload(publication, candidate)),
         },
     )
-    assert event is not None
     for delivery in await rows(
         conn, "generations_deliveries_create", {"outbox_id": event["id"], "dataset": dataset_name}
     ):
@@ -359,7 +355,7 @@ async def _settle(
         },
     )
     await one(conn, "generations_run_settle", {"run_id": run["id"]})
-    row = await one(
+    row = await one_row(
         conn,
         "generations_decision_insert",
         {
@@ -378,5 +374,4 @@ async def _settle(
             "actor": actor,
         },
     )
-    assert row is not None
     return row

@@ -18,6 +18,7 @@ from herald.generations.errors import NotFound, Refused
 from herald.generations.records import dataset, one, plan_run, rows
 from herald.ops import audit
 from herald.ops import jobs as job_actions
+from herald.states import ACTIVE_JOB_STATES
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -158,7 +159,7 @@ async def act(
                 raise Refused(f"run {run_id}'s task is {task['state']}: nothing to skip")
             if task["job_id"] is not None:
                 job = await one(conn, "get_job", {"id": task["job_id"]})
-                if job is not None and job["state"] in ("waiting", "running"):
+                if job is not None and job["state"] in ACTIVE_JOB_STATES:
                     await job_actions.cancel(conn, task["job_id"], actor=actor, reason=reason)
             after = await one(
                 conn,

@@ -25,6 +25,7 @@ from herald.generations.records import one, rows
 from herald.ops import audit, signing
 from herald.ops.conn import to_json
 from herald.ops.crypto import CipherError
+from herald.rows import one_row
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -40,7 +41,7 @@ async def subscribe(
     secret = signing.new_secret()
     sealed = secrets.seal(name, secret)  # stored sealed only; shown once, here
     async with conn.transaction():
-        row = await one(
+        row = await one_row(
             conn,
             "generations_subscription_create",
             {
@@ -51,7 +52,6 @@ async def subscribe(
                 "created_by": actor,
             },
         )
-        assert row is not None
         await audit.record(
             conn, actor, "generations.subscribe", ("gen_subscription", row["id"]), reason, after=row
         )

@@ -15,6 +15,7 @@ from herald.db import AsyncConn, Row
 from herald.generations.errors import NotFound, PlanError
 from herald.generations.rules import POLICIES
 from herald.generations.store import raw_location
+from herald.rows import all_rows, one_row
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -39,21 +40,21 @@ class DatasetSpec:
 
 
 async def one(conn: AsyncConn, name: str, params: dict[str, Any]) -> Row | None:
+    """The statement's first row; None when there is none or it answers no rows at all
+    (a statement without RETURNING)."""
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(sql.query(name), params)
-    if cur.description is None:  # a statement without RETURNING
+    if cur.description is None:
         return None
     return await cur.fetchone()
 
 
 async def rows(conn: AsyncConn, name: str, params: dict[str, Any]) -> list[Row]:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query(name), params)
-    return await cur.fetchall()
+    return await all_rows(conn, name, params)
 
 
 async def register_dataset(conn: AsyncConn, spec: DatasetSpec) -> Row:
-    row = await one(
+    row = await one_row(
         conn,
         "generations_dataset_upsert",
         {
@@ -70,7 +71,6 @@ async def register_dataset(conn: AsyncConn, spec: DatasetSpec) -> Row:
             "redacted_fields": list(spec.redacted_fields),
         },
     )
-    assert row is not None
     return row
 
 
@@ -100,7 +100,7 @@ async def receive_input(
     await dataset(conn, dataset_name)
     location = raw_location(dataset_name, name)
     digest = gen.store.write_once(location, data)
-    row = await one(
+    return await one_row(
         conn,
         "generations_manifest_insert",
         {
@@ -116,8 +116,6 @@ async def receive_input(
             "partitions": list(partitions),
         },
     )
-    assert row is not None
-    return row
 
 
 async def current_generation(conn: AsyncConn, dataset_name: str, partition: str) -> int:
@@ -168,7 +166,7 @@ async def plan_run(
         if partition not in bases:
             bases[partition] = await current_generation(conn, dataset_name, partition)
     async with conn.transaction():
-        run = await one(
+        run = await one_row(
             conn,
             "generations_run_insert",
             {
@@ -188,7 +186,6 @@ async def plan_run(
                 "live_source": None,
             },
         )
-        assert run is not None
         for partition in partitions:
             job = await gen.admitter.enqueue(
                 gen.build_kind(purpose),
@@ -221,7 +218,7 @@ async def declare_live_run(
     generation; policy ``discard``: it never replaces a generation planned after it."""
     base = await current_generation(conn, dataset_name, partition)
     async with conn.transaction():
-        run = await one(
+        run = await one_row(
             conn,
             "generations_run_insert",
             {
@@ -241,7 +238,6 @@ async def declare_live_run(
                 "live_source": json.dumps(live_source),
             },
         )
-        assert run is not None
         await one(
             conn,
             "generations_run_partition_insert",

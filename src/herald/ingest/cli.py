@@ -17,6 +17,7 @@ from herald import loop
 
 if TYPE_CHECKING:
     from herald.config import Settings
+    from herald.db import AsyncConn
     from herald.registry import Herald
 
 COMMAND = "ingest"
@@ -109,7 +110,7 @@ def _spec(existing: dict[str, Any] | None, args: argparse.Namespace) -> Any:
     return ProviderSpec(name=args.name, schedule=schedule, auth=auth, **base)
 
 
-async def _current_schedule(conn: Any, schedule_id: int | None) -> str | None:
+async def _current_schedule(conn: AsyncConn, schedule_id: int | None) -> str | None:
     from herald.schedules import get_schedule
 
     if schedule_id is None:

@@ -27,6 +27,7 @@ from herald.migrate import migrate
 from herald.ops.audit import Note
 from herald.ops.housekeeping import Housekeeper
 from herald.registry import Herald
+from herald.states import ACTIVE_JOB_STATES
 from herald.worker import Worker
 
 PROVIDER = "demo-events"
@@ -88,7 +89,7 @@ async def _run_until_processed(
         deadline = time.monotonic() + _TIMEOUT
         while time.monotonic() < deadline:
             job = await client.get_job(job_id)
-            if job is not None and job["state"] not in ("waiting", "running"):
+            if job is not None and job["state"] not in ACTIVE_JOB_STATES:
                 result = job["result"] or {}
                 if "run_id" not in result:
                     return None

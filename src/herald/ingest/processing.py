@@ -31,12 +31,17 @@ import psycopg
 
 from herald import sql
 from herald.db import AsyncConn, Row
+from herald.rows import one_row
 
 log = logging.getLogger(__name__)
 
 # Errors that belong to the data of a row (retry it, then fail it), not to the database
 # connection (those propagate: the job retries, the rows are requeued).
 ROW_ERRORS = (psycopg.errors.DataError, psycopg.errors.IntegrityError)
+
+# A run of at least this many rows (and a tenth of the plans the statistics know of)
+# ends with an ANALYZE of the plans: below it, autovacuum's own pace is soon enough.
+ANALYZE_FROM = 10_000
 
 
 @dataclass
@@ -47,6 +52,7 @@ class DrainStats:
     row_failures: int = 0  # rows sent back to pending or failed
     failed: int = 0  # rows that ended failed
     processed_run: Row | None = None
+    analyzed: bool = False  # this worker closed the run and refreshed the plans' statistics
     windows: list[tuple[dt.datetime, dt.datetime]] = field(default_factory=list)
 
 
@@ -72,11 +78,8 @@ async def _upsert(
     conn: AsyncConn, ids: list[int], token: str, stats: DrainStats, *, claimed: bool
 ) -> None:
     """Upsert the rows' plans and mark them done (inside the caller's transaction)."""
-    cur = await conn.execute(
-        sql.query("ingest_upsert_plans"), {"ids": ids, "token": token, "claimed": claimed}
-    )
-    row = await cur.fetchone()
-    assert row is not None
+    params = {"ids": ids, "token": token, "claimed": claimed}
+    row = await one_row(conn, "ingest_upsert_plans", params)
     if row["changed"]:
         window = {"changed_from": row["changed_from"], "changed_to": row["changed_to"]}
         await conn.execute(sql.query("ingest_notify"), window)
@@ -124,16 +127,28 @@ async def process_batch(conn: AsyncConn, ids: list[int], token: str, stats: Drai
 
 
 async def outstanding(conn: AsyncConn, run_id: int) -> Row:
-    cur = await conn.execute(sql.query("ingest_run_outstanding"), {"run_id": run_id})
-    row = await cur.fetchone()
-    assert row is not None
-    return row
+    return await one_row(conn, "ingest_run_outstanding", {"run_id": run_id})
 
 
 async def finish_run(conn: AsyncConn, run_id: int) -> Row | None:
     """Mark the run processed if nothing is left in it (None otherwise)."""
     cur = await conn.execute(sql.query("ingest_run_processed"), {"run_id": run_id})
     return await cur.fetchone()
+
+
+async def refresh_statistics(conn: AsyncConn, processed: int, at_least: int) -> bool:
+    """Analyze the canonical plans after a run of ``processed`` rows if it was large.
+
+    Large means at least ``at_least`` rows and a tenth of what the statistics describe.
+    Right after a bulk load the planner would otherwise estimate on the table as it was
+    (or on no statistics at all) until autovacuum comes round.
+    """
+    cur = await conn.execute(
+        sql.query("ingest_refresh_plan_statistics"),
+        {"processed": processed, "at_least": at_least},
+    )
+    row = await cur.fetchone()
+    return bool(row and row["analyzed"])
 
 
 async def drain_run(
@@ -145,6 +160,7 @@ async def drain_run(
     poll: float = 1.0,
     checkpoint: Callable[[], Awaitable[None]] | None = None,
     hold_limit: float | None = None,
+    analyze_from: int = ANALYZE_FROM,
 ) -> DrainStats:
     """Process the run's rows until none is pending or processing, then close the run.
 
@@ -152,7 +168,9 @@ async def drain_run(
     for, polling every ``poll`` seconds: their worker finishes them, or they come back
     (rolled back, requeued) and are taken here. ``checkpoint`` is awaited before each
     batch and raises to stop (a lost lease). ``hold_limit`` (seconds) ends this session
-    if it ever sits that long inside a batch's transaction.
+    if it ever sits that long inside a batch's transaction. The worker that closes the
+    run refreshes the plans' statistics when the run had ``analyze_from`` rows or more
+    (see :func:`refresh_statistics`).
     """
     if hold_limit is not None:
         await conn.execute(sql.query("ingest_hold_limit"), {"ms": max(1, int(hold_limit * 1000))})
@@ -180,6 +198,9 @@ async def drain_run(
             break  # done, or the run's rows are not claimable (failed, still fetching)
         await asyncio.sleep(poll)
     stats.processed_run = await finish_run(conn, run_id)
+    if stats.processed_run is not None:
+        done = int(stats.processed_run["rows_done"])
+        stats.analyzed = await refresh_statistics(conn, done, analyze_from)
     return stats
 
 

@@ -28,6 +28,7 @@ from herald.ingest.mapping import MappingContext
 from herald.ingest.secret import AuthHeader, Secret
 from herald.ops import audit
 from herald.registry import Herald
+from herald.rows import one_row
 from herald.schedules import ScheduleSpec, create_schedule, delete_schedule, update_schedule
 
 FETCH = "ingest.fetch"
@@ -185,9 +186,7 @@ async def save_provider(
     }
     async with conn.transaction():
         before = await get_provider(conn, spec.name)
-        cur = await conn.execute(sql.query("ingest_provider_upsert"), params)
-        row = await cur.fetchone()
-        assert row is not None
+        row = await one_row(conn, "ingest_provider_upsert", params)
         created = bool(row["created"])
         schedule_id = await _sync_schedule(conn, spec, row["schedule_id"], app, note)
         if schedule_id != row["schedule_id"]:

@@ -362,7 +362,8 @@ class SearchService:
     async def _query(
         self, window: Window, after: tuple[dt.datetime, int] | None, size: int
     ) -> list[Row]:
-        start, plan_id = after if after is not None else (_EARLIEST - dt.timedelta(days=1), 0)
+        # A first page starts at the window (the statement takes the later bound anyway).
+        start, plan_id = after if after is not None else (window.starts_at, 0)
         params = {
             "window_from": window.starts_at,
             "window_to": window.ends_at,

@@ -25,6 +25,7 @@ from herald.db import AsyncConn, Row
 from herald.errors import LeaseLost
 from herald.ingest.fetch import Batch
 from herald.ingest.records import Plan
+from herald.rows import one_row
 
 ABANDONED = "abandoned: the fetch attempt that owned it ended without finishing"
 
@@ -47,11 +48,9 @@ async def start_run(conn: AsyncConn, provider: str, job_id: int, fence: int) -> 
         await conn.execute(
             sql.query("ingest_run_abandon"), {"provider": provider, "error": ABANDONED}
         )
-        cur = await conn.execute(
-            sql.query("ingest_run_start"), {"provider": provider, "job_id": job_id, "fence": fence}
+        row = await one_row(
+            conn, "ingest_run_start", {"provider": provider, "job_id": job_id, "fence": fence}
         )
-        row = await cur.fetchone()
-    assert row is not None
     return row
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg.rows import dict_row
-
-from herald import sql, tenancy
+from herald import tenancy
 from herald.db import Row
 from herald.ops.conn import Source, connection, to_json
 from herald.ops.errors import AuditInfoMissing
+from herald.rows import all_rows, one_row
 
 # (target type, target id), e.g. ("job", 42) or ("schedule", "nightly-report").
 Target = tuple[str, int | str]
@@ -86,9 +85,9 @@ async def record(
     if target_id is None or str(target_id) == "":
         raise ValueError("audit target id must not be empty")
     async with connection(conn) as c:
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(
-            sql.query("ops_audit_insert"),
+        row = await one_row(
+            c,
+            "ops_audit_insert",
             {
                 "actor": actor,
                 "action": action.strip(),
@@ -101,8 +100,6 @@ async def record(
                 "after": to_json(after),
             },
         )
-        row = await cur.fetchone()
-    assert row is not None
     return row
 
 
@@ -126,9 +123,9 @@ async def entries(
     if not 1 <= limit <= 1000:
         raise ValueError("limit must be between 1 and 1000")
     async with connection(conn) as c:
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(
-            sql.query("ops_audit_list"),
+        return await all_rows(
+            c,
+            "ops_audit_list",
             {
                 "target_type": target_type,
                 "target_id": None if target_id is None else str(target_id),
@@ -138,4 +135,3 @@ async def entries(
                 "limit": limit,
             },
         )
-        return await cur.fetchall()

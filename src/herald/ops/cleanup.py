@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
@@ -33,6 +32,7 @@ from herald.db import AsyncConn, Row, conninfo, database_url, make_pool
 from herald.ops.conn import Source, connection
 from herald.periodic import run_periodically
 from herald.registry import Herald, Kind
+from herald.rows import all_rows, one_row
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +119,11 @@ class CleanupRunner:
                 handled += settled
             if not hooked:
                 return handled
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                sql.query("ops_cleanup_claim"),
+            claimed = await all_rows(
+                conn,
+                "ops_cleanup_claim",
                 {"kinds": list(hooked), "limit": self.batch, "lease_s": self.lease},
             )
-            claimed = await cur.fetchall()
         # Hooks run with no connection held: they may be slow.
         outcomes = await asyncio.gather(*(self._compensate(hooked[r["kind"]], r) for r in claimed))
         async with connection(self.source) as conn:
@@ -149,7 +148,7 @@ class CleanupRunner:
             return text[:2000]
         return None
 
-    async def _record(self, conn: Any, row: Row, error: str | None) -> None:
+    async def _record(self, conn: AsyncConn, row: Row, error: str | None) -> None:
         params: dict[str, Any] = {"id": row["id"], "attempts": row["cleanup_attempts"]}
         delay = 0.0
         if error is None:
@@ -201,8 +200,5 @@ class CleanupRunner:
 async def backlog(conn: Source) -> Backlog:
     """How many cleanups are pending, how many of them are failing, and the oldest's age."""
     async with connection(conn) as c:
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("ops_cleanup_backlog"))
-        row = await cur.fetchone()
-    assert row is not None
+        row = await one_row(c, "ops_cleanup_backlog")
     return Backlog(int(row["pending"]), int(row["failing"]), row["oldest_pending_s"])

@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg.rows import dict_row
-
 from herald import sql
 from herald.client import Client, Outcome
 from herald.db import AsyncConn, Row
 from herald.ops import audit, dead_bounds
 from herald.ops.conn import Source, connection
 from herald.ops.errors import ActiveJobExists, Conflict, NotFound
+from herald.rows import all_rows, maybe_row
 
 CLEANUP_STATES = ("pending", "done", "not_needed")
 
@@ -55,9 +54,9 @@ async def list_dead(
     if cleanup_state is not None and cleanup_state not in CLEANUP_STATES:
         raise ValueError(f"cleanup_state must be one of {', '.join(CLEANUP_STATES)}")
     async with connection(conn) as c:
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(
-            sql.query("ops_dead_list"),
+        return await all_rows(
+            c,
+            "ops_dead_list",
             {
                 "kind": kind,
                 "queue": queue,
@@ -68,25 +67,20 @@ async def list_dead(
                 "limit": limit,
             },
         )
-        return await cur.fetchall()
 
 
 async def get(conn: Source, dead_letter_id: int) -> Row:
     """One dead letter in full: payload, errors, what needs cleaning up, cleanup state,
     the newest replay, and the original job's state (None once the job was pruned)."""
     async with connection(conn) as c:
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("ops_dead_get"), {"id": dead_letter_id})
-        row = await cur.fetchone()
+        row = await maybe_row(c, "ops_dead_get", {"id": dead_letter_id})
     if row is None:
         raise NotFound("dead letter", dead_letter_id)
     return row
 
 
 async def _locked(conn: AsyncConn, dead_letter_id: int) -> Row:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("ops_dead_lock"), {"id": dead_letter_id})
-    row = await cur.fetchone()
+    row = await maybe_row(conn, "ops_dead_lock", {"id": dead_letter_id})
     if row is None:
         raise NotFound("dead letter", dead_letter_id)
     return row
@@ -146,8 +140,7 @@ async def _replay(
         )
         if admitted.outcome is Outcome.IN_PROGRESS:
             raise ActiveJobExists(dead["kind"], dead["key"], admitted.id, admitted.version)
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
+        await conn.execute(
             sql.query("ops_dead_mark_replayed"), {"id": dead_letter_id, "job_id": admitted.id}
         )
         before = _summary(dead)

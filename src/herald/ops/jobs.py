@@ -6,20 +6,16 @@ one transaction. A wrong state is a :class:`Conflict`; nothing is written then.
 
 from __future__ import annotations
 
-from psycopg.rows import dict_row
-
-from herald import sql
 from herald.db import AsyncConn, Row
 from herald.ops import audit
 from herald.ops.conn import Source, connection
 from herald.ops.errors import Conflict, NotFound
+from herald.rows import maybe_row, one_row
 from herald.states import ACTIVE_JOB_STATES, JobState
 
 
 async def _locked_job(conn: AsyncConn, job_id: int) -> Row:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("ops_job_lock"), {"id": job_id})
-    row = await cur.fetchone()
+    row = await maybe_row(conn, "ops_job_lock", {"id": job_id})
     if row is None:
         raise NotFound("job", job_id)
     return row
@@ -40,9 +36,7 @@ async def retry_now(
             raise Conflict(
                 f"job {job_id} is {before['state']}; only a waiting job can be retried now"
             )
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("ops_job_retry_now"), {"id": job_id, "channel": channel})
-        after = await cur.fetchone()
+        after = await maybe_row(c, "ops_job_retry_now", {"id": job_id, "channel": channel})
         assert after is not None  # locked and waiting: the update cannot miss
         after.pop("notified", None)
         await audit.record(c, actor, "retry_now", ("job", job_id), reason, before, after)
@@ -62,11 +56,6 @@ async def cancel(conn: Source, job_id: int, *, actor: str, reason: str) -> Row:
             raise Conflict(
                 f"job {job_id} is {before['state']}; only a waiting or running job can be cancelled"
             )
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(
-            sql.query("ops_job_cancel"), {"id": job_id, "actor": actor, "reason": reason}
-        )
-        after = await cur.fetchone()
-        assert after is not None
+        after = await one_row(c, "ops_job_cancel", {"id": job_id, "actor": actor, "reason": reason})
         await audit.record(c, actor, "cancel", ("job", job_id), reason, before, after)
     return after

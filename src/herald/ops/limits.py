@@ -43,6 +43,7 @@ from herald.errors import Snooze
 from herald.hooks import MaintenanceHook, Pruned
 from herald.ops.conn import Source, connection
 from herald.registry import Herald
+from herald.rows import all_rows, one_row
 
 # A limit's key: fixed, or derived from the job's payload (e.g. its downstream account).
 KeyFunction = Callable[[dict[str, Any]], str]
@@ -71,13 +72,9 @@ async def acquire(source: JobContext | Source, key: str, rate: float, burst: flo
     if not rate > 0 or not burst >= 1:
         raise ValueError("rate must be positive and burst at least 1")
     async with connection(_pool_of(source)) as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
-            sql.query("ops_rate_acquire"),
-            {"key": key, "rate": float(rate), "burst": float(burst)},
+        row = await one_row(
+            conn, "ops_rate_acquire", {"key": key, "rate": float(rate), "burst": float(burst)}
         )
-        row = await cur.fetchone()
-    assert row is not None
     wait = float(row["wait"])
     if wait > 0:
         raise Snooze(wait, f"rate limit {key!r}: next token in {wait:.3f}s")
@@ -202,9 +199,7 @@ def declare(
 async def rate_stats(conn: Source) -> list[Row]:
     """Every bucket: rate, burst, current level, tokens granted and requests denied."""
     async with connection(conn) as c:
-        cur = c.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("ops_rate_stats"))
-        return await cur.fetchall()
+        return await all_rows(c, "ops_rate_stats")
 
 
 # Keys whose free slots one batch deletes: each is locked (advisory) to the end of the

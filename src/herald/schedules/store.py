@@ -15,15 +15,14 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, time
 from typing import Any
 
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from herald import sql
 from herald.db import AsyncConn, Row
 from herald.errors import HeraldError
 from herald.ops import audit
 from herald.payloads import MAX_DEPTH, too_deep
 from herald.registry import Herald
+from herald.rows import all_rows, maybe_row, one_row
 from herald.schedules.recurrence import Misfire, Recurrence, RecurrenceError, first_due
 
 Db = AsyncConn | AsyncConnectionPool[AsyncConn]
@@ -224,16 +223,8 @@ async def _connection(db: Db) -> AsyncIterator[AsyncConn]:
         yield db
 
 
-async def _one(conn: AsyncConn, name: str, params: dict[str, Any]) -> Row | None:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query(name), params)
-    return await cur.fetchone()
-
-
 async def _now(conn: AsyncConn) -> datetime:
-    row = await _one(conn, "db_now", {})
-    assert row is not None
-    now: datetime = row["now"]
+    now: datetime = (await one_row(conn, "db_now"))["now"]
     return now
 
 
@@ -258,8 +249,7 @@ async def create_schedule(
         next_due = _first_due(rule, await _now(conn))
         params = spec.params(payload, next_due)
         params["paused"] = False
-        row = await _one(conn, "schedule_insert", params)
-        assert row is not None
+        row = await one_row(conn, "schedule_insert", params)
         if audited:
             assert actor is not None and reason is not None
             await _audit(conn, actor, "create", reason, None, row)
@@ -269,7 +259,7 @@ async def create_schedule(
 async def get_schedule(db: Db, schedule_id: int) -> Row | None:
     _check_id(schedule_id)
     async with _connection(db) as conn:
-        return await _one(conn, "schedule_get", {"id": schedule_id})
+        return await maybe_row(conn, "schedule_get", {"id": schedule_id})
 
 
 async def list_schedules(
@@ -285,9 +275,7 @@ async def list_schedules(
     _check_limit(limit)
     params = {"kind": kind, "key": key, "paused": paused, "after_id": after_id, "limit": limit}
     async with _connection(db) as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("schedule_list"), params)
-        return await cur.fetchall()
+        return await all_rows(conn, "schedule_list", params)
 
 
 async def list_fires(db: Db, schedule_id: int, *, limit: int = 100) -> list[Row]:
@@ -295,9 +283,8 @@ async def list_fires(db: Db, schedule_id: int, *, limit: int = 100) -> list[Row]
     _check_id(schedule_id)
     _check_limit(limit)
     async with _connection(db) as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("schedule_fires"), {"schedule_id": schedule_id, "limit": limit})
-        return await cur.fetchall()
+        params = {"schedule_id": schedule_id, "limit": limit}
+        return await all_rows(conn, "schedule_fires", params)
 
 
 async def update_schedule(
@@ -322,7 +309,7 @@ async def update_schedule(
             f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}"
         )
     async with _connection(db) as conn, conn.transaction():
-        before = await _one(conn, "schedule_lock", {"id": schedule_id})
+        before = await maybe_row(conn, "schedule_lock", {"id": schedule_id})
         if before is None:
             return None
         old = spec_of(before)
@@ -333,7 +320,7 @@ async def update_schedule(
             next_due = _first_due(rule, await _now(conn))
         params = new.params(payload, next_due)
         params["id"] = schedule_id
-        after = await _one(conn, "schedule_update", params)
+        after = await maybe_row(conn, "schedule_update", params)
         await _audit(conn, actor, "update", reason, before, after)
         return after
 
@@ -344,11 +331,11 @@ async def _set_paused(
     _check_id(schedule_id)
     actor, reason = audit.require(actor, reason)
     async with _connection(db) as conn, conn.transaction():
-        before = await _one(conn, "schedule_lock", {"id": schedule_id})
+        before = await maybe_row(conn, "schedule_lock", {"id": schedule_id})
         if before is None:
             return None
         resume_due = _first_due(spec_of(before).recurrence, await _now(conn))
-        after = await _one(
+        after = await maybe_row(
             conn,
             "schedule_set_paused",
             {"id": schedule_id, "paused": paused, "resume_due_at": resume_due},
@@ -372,7 +359,7 @@ async def delete_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) 
     _check_id(schedule_id)
     actor, reason = audit.require(actor, reason)
     async with _connection(db) as conn, conn.transaction():
-        before = await _one(conn, "schedule_delete", {"id": schedule_id})
+        before = await maybe_row(conn, "schedule_delete", {"id": schedule_id})
         if before is not None:
             await _audit(conn, actor, "delete", reason, before, None)
         return before

@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import psycopg
-from psycopg.rows import dict_row
 
 from herald import sql
 from herald.db import AsyncConn, Row
@@ -29,6 +28,7 @@ from herald.ops import audit
 from herald.ops.crypto import TokenCipher
 from herald.ops.errors import Conflict, NotFound
 from herald.ops.secrets import Secret
+from herald.rows import all_rows, maybe_row, one_row
 from herald.social.adapters.base import PLATFORMS, Account
 
 # The credential an API caller's "access_token" stands for, per platform.
@@ -94,14 +94,9 @@ def public_account(row: Mapping[str, Any]) -> dict[str, Any]:
 async def create_user(
     conn: AsyncConn, username: str, email: str, *, note: audit.Note | None = None
 ) -> Row:
-    cur = conn.cursor(row_factory=dict_row)
     try:
         async with conn.transaction():
-            await cur.execute(
-                sql.query("social_user_create"), {"username": username, "email": email}
-            )
-            row = await cur.fetchone()
-            assert row is not None
+            row = await one_row(conn, "social_user_create", {"username": username, "email": email})
             if note is not None:
                 await audit.record(
                     conn,
@@ -152,12 +147,9 @@ async def link_account(
         "options": json.dumps(dict(request.options or {})),
         "credentials": ciphertext,
     }
-    cur = conn.cursor(row_factory=dict_row)
     try:
         async with conn.transaction():
-            await cur.execute(sql.query("social_account_create"), params)
-            row = await cur.fetchone()
-            assert row is not None
+            row = await one_row(conn, "social_account_create", params)
             if note is not None:
                 await audit.record(
                     conn,
@@ -178,17 +170,13 @@ async def link_account(
 
 
 async def list_accounts(conn: AsyncConn, *, include_revoked: bool = False) -> list[Row]:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(
-        sql.query("social_account_list"), {"include_revoked": include_revoked, "limit": 1000}
+    return await all_rows(
+        conn, "social_account_list", {"include_revoked": include_revoked, "limit": 1000}
     )
-    return await cur.fetchall()
 
 
 async def get_account(conn: AsyncConn, account_id: int, *, trust: float = 0.0) -> Row:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("social_account_get"), {"id": account_id, "verified_within": trust})
-    row = await cur.fetchone()
+    row = await maybe_row(conn, "social_account_get", {"id": account_id, "verified_within": trust})
     if row is None:
         raise NotFound("account", account_id)
     return row
@@ -196,11 +184,9 @@ async def get_account(conn: AsyncConn, account_id: int, *, trust: float = 0.0) -
 
 async def find_account(conn: AsyncConn, provider: str, external_id: str) -> int:
     """The linked account of ``provider`` with this page/account id (exactly one)."""
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(
-        sql.query("social_account_find"), {"provider": provider, "external_id": external_id}
+    rows = await all_rows(
+        conn, "social_account_find", {"provider": provider, "external_id": external_id}
     )
-    rows = await cur.fetchall()
     if not rows:
         raise NotFound(f"{provider} account", external_id)
     if len(rows) > 1:
@@ -268,9 +254,7 @@ async def mark_verified(conn: AsyncConn, account_id: int) -> None:
 
 async def mark_revoked(conn: AsyncConn, account_id: int, reason: str) -> Row | None:
     """Credentials wiped, status revoked (idempotent: None if it was already)."""
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("social_account_revoked"), {"id": account_id, "reason": reason})
-    return await cur.fetchone()
+    return await maybe_row(conn, "social_account_revoked", {"id": account_id, "reason": reason})
 
 
 async def rotate_credentials(conn: AsyncConn, cipher: TokenCipher) -> int:
@@ -279,10 +263,8 @@ async def rotate_credentials(conn: AsyncConn, cipher: TokenCipher) -> int:
     Run after putting a new key first in ``HERALD_TOKEN_KEYS``; once it answers 0 the
     older keys can be removed.
     """
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("social_accounts_encrypted"))
     rotated = 0
-    for row in await cur.fetchall():
+    for row in await all_rows(conn, "social_accounts_encrypted"):
         if not cipher.needs_rotation(row["credentials"]):
             continue
         context = credential_context(row["provider"], row["base_url"], row["external_id"])

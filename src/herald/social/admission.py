@@ -22,6 +22,7 @@ from herald import sql
 from herald.client import Client, Outcome
 from herald.ops import audit
 from herald.ops.errors import Conflict, NotFound
+from herald.rows import all_rows, maybe_row
 from herald.social import accounts
 
 POST = "social.post"
@@ -127,9 +128,7 @@ async def request_disconnect(
     """Mark the account revoking, fail its waiting posts, admit the revoke job; audited."""
     actor, reason = audit.require(actor, reason)
     async with client.pool.connection() as conn, conn.transaction():
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(sql.query("social_account_lock"), {"id": account_id})
-        before = await cur.fetchone()
+        before = await maybe_row(conn, "social_account_lock", {"id": account_id})
         if before is None:
             raise NotFound("account", account_id)
         if before["status"] == "revoked":
@@ -138,10 +137,10 @@ async def request_disconnect(
         await accounts.set_status(
             conn, account_id, "revoking", why, ("active", "needs_reauth", "revoking")
         )
-        await cur.execute(
-            sql.query("social_posts_fail_for_account"), {"account_id": account_id, "reason": why}
-        )
-        failed = [row["id"] for row in await cur.fetchall()]
+        params = {"account_id": account_id, "reason": why}
+        failed = [
+            row["id"] for row in await all_rows(conn, "social_posts_fail_for_account", params)
+        ]
         admitted = await client.enqueue(
             REVOKE, {"account_id": account_id}, key=f"account:{account_id}", conn=conn
         )

@@ -31,6 +31,7 @@ from herald.social.config import SocialSettings
 from herald.social.pipeline import register_social
 from herald.social.sandbox import Sandbox
 from herald.social.simulator import FAULTS_VARIABLE
+from herald.states import TERMINAL_JOB_STATES, JobState
 from herald.worker import Worker
 
 PLATFORMS = ("mastodon", "bluesky", "facebook")
@@ -144,7 +145,7 @@ async def _settle(
             if platform in outcomes:
                 continue
             job = (await http.get(f"/jobs/{job_id}", headers=headers)).json()
-            if job["state"] in ("succeeded", "dead", "cancelled"):
+            if job["state"] in TERMINAL_JOB_STATES:
                 outcomes[platform] = job
         await asyncio.sleep(0.2)
     return outcomes
@@ -176,7 +177,7 @@ def _report(
             f"{job['snoozes']} snooze(s): {post.get('state')} "
             f"{post.get('platform_url') or post.get('error') or ''}"
         )
-        ok = ok and job["state"] == "succeeded"
+        ok = ok and job["state"] == JobState.SUCCEEDED
     print("\nposts the sandbox received, per platform:")
     for platform in PLATFORMS:
         posts, duplicates = sandbox_counts.get(platform, (0, 0))

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
 from herald.db import AsyncConn
 from herald.errors import Snooze
 from herald.ops import limits
+from herald.rows import one_row
 from herald.social.config import SocialSettings
 from herald.social.errors import Disposition, RateLimited, SocialError
 from herald.social.ratelimit import SlowDown
@@ -153,12 +153,7 @@ class QuotaTransport(httpx.AsyncBaseTransport):
 async def pass_gate(pool: Pool, platform: str, account_id: int, settings: SocialSettings) -> Gate:
     """Snooze (no attempt used) while the account is paused or the breaker is open."""
     async with pool.connection() as conn:
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
-            sql.query("social_gate"), {"platform": platform, "account_id": account_id}
-        )
-        row = await cur.fetchone()
-        assert row is not None
+        row = await one_row(conn, "social_gate", {"platform": platform, "account_id": account_id})
         return await judge(conn, row, platform, account_id)
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from psycopg.rows import dict_row
-
-from herald import sql
 from herald.db import AsyncConn, Row
+from herald.rows import all_rows, maybe_row
 
 
 async def post_of_job(conn: AsyncConn, job: Mapping[str, Any]) -> Row | None:
@@ -16,30 +14,22 @@ async def post_of_job(conn: AsyncConn, job: Mapping[str, Any]) -> Row | None:
     payload = job.get("payload") or {}
     post_id = payload.get("post_id") if isinstance(payload, Mapping) else None
     known = post_id if isinstance(post_id, int) else None
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(
-        sql.query("social_post_get"), {"id": known, "job_id": None if known else job["id"]}
+    return await maybe_row(
+        conn, "social_post_get", {"id": known, "job_id": None if known else job["id"]}
     )
-    return await cur.fetchone()
 
 
 async def get_post(conn: AsyncConn, post_id: int) -> Row | None:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("social_post_get"), {"id": post_id, "job_id": None})
-    return await cur.fetchone()
+    return await maybe_row(conn, "social_post_get", {"id": post_id, "job_id": None})
 
 
 async def dead_letters(
     conn: AsyncConn, service: str, before_id: int | None = None, limit: int = 50
 ) -> list[Row]:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(
-        sql.query("social_dlq_list"), {"service": service, "before_id": before_id, "limit": limit}
+    return await all_rows(
+        conn, "social_dlq_list", {"service": service, "before_id": before_id, "limit": limit}
     )
-    return await cur.fetchall()
 
 
 async def dead_letter_kind(conn: AsyncConn, dead_letter_id: int) -> Row | None:
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query("social_dlq_kind"), {"id": dead_letter_id})
-    return await cur.fetchone()
+    return await maybe_row(conn, "social_dlq_kind", {"id": dead_letter_id})

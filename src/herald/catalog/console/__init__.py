@@ -8,8 +8,6 @@ application's. Reads take the signed-in caller, as the console's own do.
 
 from __future__ import annotations
 
-from importlib import resources
-
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,7 +16,7 @@ from herald.catalog.console.actions import ACTIONS
 from herald.catalog.console.actions import dataset_id as dataset_id_of
 from herald.catalog.datasets import Dataset, VersionRecord, get_dataset, get_version, list_datasets
 from herald.catalog.datasets import list_versions as versions_of
-from herald.console import Caller, ConsoleExtension, Missing, NavEntry, Signed, render
+from herald.console import Caller, Missing, NavEntry, Signed, application_extension, render
 from herald.console.data import audit_entries
 from herald.console.web import identifier
 
@@ -78,10 +76,6 @@ async def version_page(dataset_id: str, number: str, request: Request, caller: S
     )
 
 
-extension = ConsoleExtension(
-    name="catalog",
-    router=router,
-    templates=resources.files("herald.catalog") / "console_templates",
-    nav=(NavEntry("Datasets", "/datasets", order=50),),
-    actions=ACTIONS,
+extension = application_extension(
+    "herald.catalog", router, NavEntry("Datasets", "/datasets", order=50), ACTIONS
 )

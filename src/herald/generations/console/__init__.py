@@ -16,14 +16,13 @@ installed on the served Herald application.
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald.console import Caller, ConsoleExtension, Invalid, NavEntry, Signed, render
+from herald.console import Caller, Invalid, NavEntry, Signed, application_extension, render
 from herald.console.web import identifier
 from herald.generations.console import reads
 from herald.generations.console.actions import ACTIONS, DATASET, NO_PARTITION, PARTITION
@@ -86,6 +85,9 @@ async def dataset(name: str, request: Request, caller: Signed) -> Response:
 
 @router.get("/generations/{name}/partitions/{part}")
 async def partition(name: str, part: str, request: Request, caller: Signed) -> Response:
+    # The operator's view of a partition (tasks and their errors, quarantined input,
+    # orphaned output): for operate keys, as the API's partition view is.
+    caller.require("operate")
     view = await reads.partition(caller, _dataset(name), _partition(part))
     return await _page(request, "partition.html", caller, view=view)
 
@@ -104,11 +106,10 @@ def _enabled(app: Herald) -> bool:
     return installed(app) is not None
 
 
-extension = ConsoleExtension(
-    name="generations",
-    router=router,
-    templates=resources.files("herald.generations") / "console_templates",
-    nav=(NavEntry("Generations", "/generations", order=55),),
-    actions=ACTIONS,
+extension = application_extension(
+    "herald.generations",
+    router,
+    NavEntry("Generations", "/generations", order=55),
+    ACTIONS,
     enabled=_enabled,
 )

@@ -68,15 +68,31 @@ def scopes(caller: Caller) -> frozenset[str]:
 # --- candidates: publish, override, discard ----------------------------------------------
 
 
-async def _candidate(caller: Caller, target: str) -> Row | None:
-    found = parse(target)
-    if found is None:
-        return None
-    async with session(caller) as (_, conn):
-        row = await records.one(conn, "generations_console_candidate", {"id": found.ident})
-    if row is None or (row["dataset"], row["partition"]) != (found.dataset, found.partition):
-        return None
-    return row
+def _loader(
+    statement: str,
+    params: Callable[[Target], dict[str, object]],
+    belongs: Callable[[Row, Target], bool],
+) -> Loader:
+    """A target's record: the statement's row for the parsed target, or None when the
+    target does not parse, names nothing, or names a record of another place (the
+    target's dataset and partition must be the record's own)."""
+
+    async def load(caller: Caller, target: str) -> Row | None:
+        found = parse(target)
+        if found is None:
+            return None
+        async with session(caller) as (_, conn):
+            row = await records.one(conn, statement, params(found))
+        return row if row is not None and belongs(row, found) else None
+
+    return load
+
+
+_candidate = _loader(
+    "generations_console_candidate",
+    lambda found: {"id": found.ident},
+    lambda row, found: (row["dataset"], row["partition"]) == (found.dataset, found.partition),
+)
 
 
 def _named(row: Row) -> str:
@@ -166,15 +182,11 @@ def _on_candidate(action: str) -> PerformFn:
 # --- a run's task: skip, retry -----------------------------------------------------------
 
 
-async def _task(caller: Caller, target: str) -> Row | None:
-    found = parse(target)
-    if found is None:
-        return None
-    async with session(caller) as (_, conn):
-        row = await records.one(
-            conn, "generations_console_task", {"run_id": found.ident, "partition": found.partition}
-        )
-    return row if row is not None and row["dataset"] == found.dataset else None
+_task = _loader(
+    "generations_console_task",
+    lambda found: {"run_id": found.ident, "partition": found.partition},
+    lambda row, found: row["dataset"] == found.dataset,
+)
 
 
 def _task_named(row: Row) -> str:
@@ -220,15 +232,13 @@ def _on_task(action: str) -> PerformFn:
 # --- quarantined input: repair, replay, discard ------------------------------------------
 
 
-async def _item(caller: Caller, target: str) -> Row | None:
-    found = parse(target)
-    if found is None:
-        return None
-    async with session(caller) as (_, conn):
-        row = await records.one(conn, "generations_console_quarantine_item", {"id": found.ident})
-    if row is None or row["dataset"] != found.dataset:
-        return None
-    return row if (row["partition"] or NO_PARTITION) == found.partition else None
+_item = _loader(
+    "generations_console_quarantine_item",
+    lambda found: {"id": found.ident},
+    lambda row, found: (
+        (row["dataset"], row["partition"] or NO_PARTITION) == (found.dataset, found.partition)
+    ),
+)
 
 
 def _item_named(row: Row) -> str:

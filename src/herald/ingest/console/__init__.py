@@ -9,13 +9,11 @@ quarantined record's raw text (source data) is shown to ``operate`` keys only.
 
 from __future__ import annotations
 
-from importlib import resources
-
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald.console import Caller, ConsoleExtension, Missing, NavEntry, Signed, render
+from herald.console import Caller, Missing, NavEntry, Signed, application_extension, render
 from herald.console.data import audit_entries
 from herald.console.web import identifier, number, text
 from herald.db import Row
@@ -106,10 +104,6 @@ async def provider(name: str, request: Request, caller: Signed) -> Response:
     )
 
 
-extension = ConsoleExtension(
-    name="ingest",
-    router=router,
-    templates=resources.files("herald.ingest") / "console_templates",
-    nav=(NavEntry("Ingestion", "/ingestion", order=60),),
-    actions=ACTIONS,
+extension = application_extension(
+    "herald.ingest", router, NavEntry("Ingestion", "/ingestion", order=60), ACTIONS
 )

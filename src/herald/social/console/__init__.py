@@ -7,7 +7,6 @@ distribution names :data:`extension`.
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter
@@ -15,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from herald import sql
-from herald.console import Caller, ConsoleExtension, Missing, NavEntry, Signed, render
+from herald.console import Caller, Missing, NavEntry, Signed, application_extension, render
 from herald.console.data import audit_entries
 from herald.console.web import choice, identifier, number, query
 from herald.db import Row
@@ -94,10 +93,6 @@ async def account(account_id: str, request: Request, caller: Signed) -> Response
     )
 
 
-extension = ConsoleExtension(
-    name="social",
-    router=router,
-    templates=resources.files("herald.social") / "console_templates",
-    nav=(NavEntry("Social", "/social", order=70),),
-    actions=ACTIONS,
+extension = application_extension(
+    "herald.social", router, NavEntry("Social", "/social", order=70), ACTIONS
 )

@@ -8,10 +8,9 @@ WITH failed AS (
 ), cancelled AS (
     UPDATE jobs j
     SET state = 'cancelled', finished_at = herald_now(),
-        errors = (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 0 ELSE j.errors END)
-                 || jsonb_build_array(jsonb_build_object(
-                        'at', herald_now(), 'attempt', j.attempt, 'kind', 'cancelled',
-                        'message', %(reason)s))
+        errors = herald_append_error(j.errors, jsonb_build_object(
+                     'at', herald_now(), 'attempt', j.attempt, 'kind', 'cancelled',
+                     'message', %(reason)s))
     FROM failed f
     WHERE j.id = f.job_id AND j.state = 'waiting'
     RETURNING j.id

@@ -10,6 +10,9 @@
 -- Poison isolation: the batch holds at most `suspects` suspects (strikes = 2), 0 or 1: a
 -- worker holds one suspect at a time, so the death of its worker can be charged to it.
 -- Run for the platform (every tenant), whose policy short-circuits row-level security.
+-- The rows to update are looked up by primary key (id = ANY of the batch): the claim keeps
+-- one generic plan, which cannot know `limit` and guessed a batch large enough to
+-- hash-join a sequential scan of the whole jobs table (read on every claim, at depth).
 WITH clock AS MATERIALIZED (SELECT herald_now() AS now), candidates AS (
     SELECT c.id, c.priority, c.run_at, c.tenant_id,
            row_number() OVER (PARTITION BY c.strikes = 2
@@ -45,7 +48,7 @@ SET state = 'running',
     lease_owner = %(owner)s,
     lease_expires_at = clk.now + make_interval(secs => %(lease_s)s),
     attempted_at = clk.now
-FROM next, clock clk
-WHERE j.id = next.id
+FROM clock clk
+WHERE j.id = ANY (ARRAY(SELECT id FROM next))
 RETURNING j.id, j.kind, j.queue, j.key, j.version, j.payload, j.priority, j.attempt,
           j.max_attempts, j.fence, j.step, j.checkpoint, j.strikes = 2 AS suspect, j.tenant_id

@@ -41,24 +41,18 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
                            THEN clk.now END
     FROM input i, clock clk
     WHERE j.id = i.id AND j.fence = i.fence AND j.state = 'running'
-    -- what a dead letter needs is carried along only for jobs that just died.
-    RETURNING j.id, j.tenant_id, j.state, i.outcome, j.kind, j.queue, j.key, j.version, j.attempt, j.step,
-              CASE WHEN j.state = 'dead' THEN j.payload END AS payload,
-              CASE WHEN j.state = 'dead' THEN j.checkpoint END AS checkpoint,
-              CASE WHEN j.state = 'dead' THEN j.errors END AS errors
+    -- the whole row, for its dead letter, is carried along only for jobs that just died.
+    RETURNING j.id, j.state, i.outcome, CASE WHEN j.state = 'dead' THEN j END AS dead_job
 ), dead AS (
-    INSERT INTO dead_letters (tenant_id, job_id, kind, queue, key, version, payload, attempt,
-                              step, cleanup, errors, reason)
-    SELECT u.tenant_id, u.id, u.kind, u.queue, u.key, u.version, u.payload, u.attempt, u.step,
-           u.checkpoint, u.errors,
-           CASE WHEN u.outcome = 'dead' THEN 'permanent' ELSE 'exhausted' END
+    SELECT count(herald_dead_letter(u.dead_job, CASE WHEN u.outcome = 'dead' THEN 'permanent'
+                                                     ELSE 'exhausted' END)) AS written
     FROM updated u WHERE u.state = 'dead'
 ), stale AS (
-    INSERT INTO stale_writes (tenant_id, job_id, fence, operation, owner)
-    -- the job's tenant, looked up for the (rare) stale rows only
-    SELECT coalesce((SELECT j.tenant_id FROM jobs j WHERE j.id = i.id), 'default'),
-           i.id, i.fence, i.outcome, %(owner)s
+    SELECT count(herald_stale_write(i.id, i.fence, i.outcome, %(owner)s)) AS recorded
     FROM input i
     WHERE NOT EXISTS (SELECT 1 FROM updated u WHERE u.id = i.id)
 )
+-- `dead` and `stale` are read by a condition on no row (evaluated once, before any row
+-- is read): a CTE that only reads runs when, and as far as, it is read.
 SELECT id, state FROM updated
+WHERE (SELECT written FROM dead) >= 0 AND (SELECT recorded FROM stale) >= 0

@@ -33,17 +33,16 @@ WITH expired AS (
         finished_at = CASE WHEN e.suspect AND j.attempt >= j.max_attempts THEN herald_now() END
     FROM expired e
     WHERE j.id = e.id
-    RETURNING j.id, j.tenant_id, j.state, j.kind, j.queue, j.key, j.version, j.payload, j.attempt, j.step,
-              j.checkpoint, j.errors, e.lease_owner AS old_owner, e.fence AS old_fence,
-              e.suspect AS charged
+    RETURNING j.id, j.tenant_id, j.state, j.kind, e.lease_owner AS old_owner,
+              e.fence AS old_fence, e.suspect AS charged,
+              CASE WHEN j.state = 'dead' THEN j END AS dead_job
 ), counted AS (
     INSERT INTO rescues (tenant_id, job_id, fence, owner, outcome, charged)
     SELECT tenant_id, id, old_fence, old_owner, state, charged FROM rescued
 ), dead AS (
-    INSERT INTO dead_letters (tenant_id, job_id, kind, queue, key, version, payload, attempt,
-                              step, cleanup, errors, reason)
-    SELECT tenant_id, id, kind, queue, key, version, payload, attempt, step, checkpoint, errors,
-           'lease_exhausted'
+    SELECT count(herald_dead_letter(dead_job, 'lease_exhausted')) AS written
     FROM rescued WHERE state = 'dead'
 )
-SELECT id, state, kind, charged FROM rescued
+-- `dead` is read by a condition on no row (evaluated once, before any row is read): a
+-- CTE that only reads runs when, and as far as, it is read.
+SELECT id, state, kind, charged FROM rescued WHERE (SELECT written FROM dead) >= 0
