@@ -6,7 +6,7 @@ here; the reads are raw statements with no tenant filter of their own.
 
 from __future__ import annotations
 
-from datetime import time
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import psycopg
@@ -18,8 +18,11 @@ from herald.client import Client, JobSpec, Outcome
 from herald.config import Settings
 from herald.errors import QuotaExceeded
 from herald.ops import audit, limits
+from herald.ops import jobs as job_ops
+from herald.ops.errors import Conflict
 from herald.schedules.scheduler import Scheduler
 from herald.schedules.store import ScheduleSpec, create_schedule
+from herald.social.accounts import create_user
 from tests.support import running_worker, wait_for_job
 from tests.tenancy_kit import PLATFORM_TABLES, make_tenants, tables_of, tenants_seen
 
@@ -225,6 +228,54 @@ async def test_tenants_are_created_once_and_audited(client: Client) -> None:
         await make_tenants(client.pool, "Not A Tenant")
     entries = await audit.entries(client.pool, action="tenant.create")
     assert [e["target_id"] for e in entries] == ["acme"]
+
+
+async def test_a_platform_action_is_audited_in_the_tenant_acted_on_and_the_platforms_log(
+    client: Client, settings: Settings, database: str
+) -> None:
+    await make_tenants(client.pool, "acme")
+    with tenancy.acting_as("acme"):
+        job = await client.enqueue("noop", {}, run_at=datetime.now(UTC) + timedelta(hours=1))
+    with tenancy.platform():
+        await job_ops.cancel(client.pool, job.id, actor="ops@default", reason="across")
+        await audit.record(client.pool, "ops@default", "note", ("report", "x"), "unknown owner")
+        await audit.record(
+            client.pool, "ops@default", "note", ("report", "y"), "named", tenant="acme"
+        )
+    with psycopg.connect(database, options=f"-c search_path={settings.schema}") as su:
+        rows = su.execute(
+            "SELECT tenant_id, action, target_id FROM audit_log "
+            "WHERE actor = 'ops@default' ORDER BY id"
+        ).fetchall()
+    assert rows == [
+        ("acme", "cancel", str(job.id)),
+        ("default", "cancel", str(job.id)),
+        ("default", "note", "x"),
+        ("acme", "note", "y"),
+        ("default", "note", "y"),
+    ]
+    # acting for a tenant, a record is that tenant's alone, whatever its target
+    with tenancy.acting_as("acme"):
+        entry = await audit.record(client.pool, "key@acme", "note", ("tenant", "default"), "r")
+    assert entry["tenant_id"] == "acme"
+
+
+async def test_social_names_and_keys_are_each_tenants_own(client: Client) -> None:
+    await make_tenants(client.pool, "acme", "globex")
+    claim = {"owner": "team", "key": "k-1", "body_hash": "h", "retention_s": 3600}
+    for tenant in ("acme", "globex"):
+        with tenancy.acting_as(tenant):
+            async with client.pool.connection() as conn:
+                user = await create_user(conn, "alice", f"alice@{tenant}.example.org")
+                assert user["username"] == "alice"
+                cur = await conn.execute(sql.query("social_post_key_claim"), claim)
+                assert await cur.fetchone() is not None  # a fresh key in each tenant
+    with tenancy.acting_as("acme"):
+        async with client.pool.connection() as conn:
+            with pytest.raises(Conflict, match="exists already"):
+                await create_user(conn, "alice", "again@acme.example.org")
+            cur = await conn.execute(sql.query("social_post_key_claim"), claim)
+            assert await cur.fetchone() is None  # live in this tenant: an earlier request's
 
 
 async def test_a_claim_takes_turns_between_tenants(client: Client) -> None:

@@ -28,6 +28,11 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
     return value
 
 
+def env_flag(env: dict[str, str], name: str, default: bool) -> bool:
+    """A true/false setting: 1/true/yes/on or 0/false/no/off; anything else is refused."""
+    return _bool(env, name, default)
+
+
 def _bool(env: dict[str, str], name: str, default: bool) -> bool:
     raw = env.get(name)
     if raw is None or raw == "":

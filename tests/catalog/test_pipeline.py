@@ -7,6 +7,7 @@ import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,17 +82,26 @@ class Catalog:
         return sorted(r["v"] for r in rows)
 
 
-@pytest.fixture
-async def catalog(settings: Settings, tmp_path: Path) -> AsyncIterator[Catalog]:
+@asynccontextmanager
+async def open_catalog(
+    settings: Settings, tmp_path: Path, presented: CatalogSettings = CATALOG
+) -> AsyncIterator[Catalog]:
+    """The catalog application on ``settings``' database, its files under ``tmp_path``."""
     local = settings.with_(data_dir=tmp_path)
     app = Herald()
-    register_catalog(app, local, CATALOG)
+    register_catalog(app, local, presented)
     client = await Client.open(app, local)
     try:
         yield Catalog(app, local, client, LocalExportStore.for_settings(local))
     finally:
         await client.close()
         close_embedded_store(local)
+
+
+@pytest.fixture
+async def catalog(settings: Settings, tmp_path: Path) -> AsyncIterator[Catalog]:
+    async with open_catalog(settings, tmp_path) as found:
+        yield found
 
 
 def dataset(count: int = 1_500, **changes: Any) -> Dataset:

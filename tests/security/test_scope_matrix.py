@@ -46,6 +46,7 @@ EXPECTED: dict[tuple[str, str], str | None] = {
     ("GET", "/v1/datasets/{dataset_id}/versions/{version}/files/{name}"): "read",
     ("HEAD", "/v1/datasets/{dataset_id}/versions/{version}/files/{name}"): "read",
     ("GET", "/v1/catalog"): "read",
+    ("GET", "/v1/catalog/combined"): "read",
     ("GET", "/v1/sparql"): "read",
     ("POST", "/v1/sparql"): "read",
     ("POST", "/v1/generations/runs"): "submit",

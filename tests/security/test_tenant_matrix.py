@@ -1,10 +1,13 @@
 """Two tenants, every route, every scope: nothing one tenant does reaches the other.
 
-Tenant "globex" holds a job, a schedule, a dataset, a dead letter and audit entries whose
+Tenant "globex" holds a job, a schedule, a dataset, a dead letter and audit entries, and
+the applications' records (an ingestion provider with a run and a quarantined line, a
+social user, account and post, a generations dataset with a quarantined item), whose
 contents carry a marker. Every route the API declares (read from its OpenAPI document,
-so a new route is tried too) is then called with a key of each scope of tenant "acme",
-naming globex's objects: no answer may show the marker, and afterwards globex's objects
-are as they were. A platform key crosses only by naming the tenant, and is audited.
+so a new route is tried too, and the test fails until the route's scope is listed) is
+then called with a key of each scope of tenant "acme", its path parameters naming
+globex's records: no answer may show the marker, and afterwards globex's records are as
+they were. A platform key crosses only by naming the tenant, and is audited.
 """
 
 from __future__ import annotations
@@ -87,7 +90,58 @@ async def _seed_globex(api: Api, admin: dict[str, str]) -> dict[str, str]:
         "schedule_id": str(schedule.json()["id"]),
         "dataset_id": "globex-data",
         "dead_letter_id": str(row[0]),
+        **_seed_globex_applications(api),
     }
+
+
+# The applications' records of globex, written as the migrating role naming the tenant;
+# each statement answers the id a route's path names it by.
+_APPLICATION_ROWS = {
+    "name": "INSERT INTO ingest_providers (tenant_id, name, url, format) VALUES "
+    "('globex', 'globex-feed', 'https://feed.example.org/' || %(m)s, 'csv') RETURNING name",
+    "run_id": "INSERT INTO ingest_runs (tenant_id, provider, state, job_id, job_fence, "
+    "snapshot_at, staged_at, rows_staged) VALUES ('globex', 'globex-feed', 'staged', 1, 1, "
+    "now(), now(), 1) RETURNING id",
+    "ingest_quarantine": "INSERT INTO ingest_quarantine (tenant_id, run_id, provider, reason, "
+    "raw, truncated, byte_offset, line, expires_at) SELECT 'globex', id, provider, %(m)s, "
+    "%(m)s, false, 0, 1, now() + interval '1 day' FROM ingest_runs "
+    "WHERE tenant_id = 'globex' RETURNING id",
+    "user_id": "INSERT INTO social_users (tenant_id, username, email) "
+    "VALUES ('globex', %(m)s, 'globex@example.org') RETURNING id",
+    "account_id": "INSERT INTO social_accounts (tenant_id, owner, provider, name, external_id, "
+    "base_url, credentials) VALUES ('globex', 'globex-team', 'webhook', %(m)s, %(m)s, "
+    "'https://hook.example.org', %(m)s) RETURNING id",
+    "post_id": "INSERT INTO social_posts (tenant_id, owner, account_id, message, "
+    "idempotency_key, body_hash) SELECT 'globex', 'globex-team', id, %(m)s, 'same-key', "
+    "repeat('a', 64) FROM social_accounts WHERE tenant_id = 'globex' RETURNING id",
+    "dataset": "INSERT INTO gen_datasets (tenant_id, name, owner, schema_version, fields) "
+    "VALUES ('globex', 'globex-gen', %(m)s, 1, '{a}') RETURNING name",
+    "item_id": "INSERT INTO gen_quarantine (tenant_id, dataset, owner, reason_code, detail, "
+    "expires_at) VALUES ('globex', 'globex-gen', %(m)s, 'bad_record', %(m)s, "
+    "now() + interval '1 day') RETURNING id",
+}
+APPLICATION_TABLES = (
+    "ingest_providers",
+    "ingest_runs",
+    "ingest_quarantine",
+    "social_users",
+    "social_accounts",
+    "social_posts",
+    "gen_datasets",
+    "gen_quarantine",
+)
+
+
+def _seed_globex_applications(api: Api) -> dict[str, str]:
+    ids = {}
+    with psycopg.connect(
+        api.settings.database_url or "", options=f"-c search_path={api.settings.schema}"
+    ) as su:
+        for name, statement in _APPLICATION_ROWS.items():
+            row = su.execute(statement, {"m": MARKER}).fetchone()
+            assert row is not None
+            ids[name] = str(row[0])
+    return ids
 
 
 def _globex_state(api: Api) -> dict[str, Any]:
@@ -95,7 +149,14 @@ def _globex_state(api: Api) -> dict[str, Any]:
     with psycopg.connect(
         api.settings.database_url or "", options=f"-c search_path={api.settings.schema}"
     ) as su:
-        tables = ("jobs", "schedules", "datasets", "dead_letters", "dataset_versions")
+        tables = (
+            "jobs",
+            "schedules",
+            "datasets",
+            "dead_letters",
+            "dataset_versions",
+            *APPLICATION_TABLES,
+        )
         state: dict[str, Any] = {}
         for table in tables:
             rows = su.execute(
@@ -126,6 +187,7 @@ async def test_no_route_and_no_scope_reaches_another_tenant(api: Api) -> None:
     ids = await _seed_globex(api, globex["admin"])
     before = _globex_state(api)
     assert MARKER in str(before["jobs"])
+    assert all(MARKER in str(before[t]) for t in APPLICATION_TABLES if t != "ingest_runs")
     for (method, path), needed in sorted(EXPECTED.items()):
         if needed is None:
             continue
@@ -142,6 +204,19 @@ async def test_no_route_and_no_scope_reaches_another_tenant(api: Api) -> None:
             names_globex = any("{" + n + "}" in path for n in ids)
             if names_globex and method in ("GET", "HEAD"):
                 assert r.status_code in (403, 404, 422), (method, path, scope, r.status_code)
+    # a provider name globex uses is acme's to use too: acme's own provider, a new row
+    own = await api.http.put(
+        "/v1/ingest/providers/globex-feed",
+        json={"url": "https://acme.example.org/feed", "reason": "acme's own"},
+        headers=acme["operate"],
+    )
+    assert own.status_code == 201, own.text
+    # a dataset id globex holds is refused with a clear conflict (ids are deployment-wide)
+    taken = await api.http.post(
+        "/v1/datasets", json=_registration("globex-data"), headers=acme["submit"]
+    )
+    assert taken.status_code == 409, taken.text
+    assert MARKER not in taken.text
     assert _globex_state(api) == before
     # the same idempotency key in another tenant is a new job, not globex's (nor a 409)
     mine = await api.http.post(
@@ -177,3 +252,17 @@ async def test_only_a_platform_key_crosses_and_it_is_audited(api: Api) -> None:
         ("globex", f"GET {job}"),
     ]
     assert all(e["actor"] == "default-platform@default" for e in log.json())
+    # Acting for every tenant, the cancel of globex's job is globex's record (and the
+    # platform's), and globex's own log shows who acted for it.
+    cancel = await api.http.post(
+        f"{job}/cancel",
+        json={"reason": "operator"},
+        headers={**ops["platform"], "Herald-Tenant": "*"},
+    )
+    assert cancel.status_code == 200, cancel.text
+    theirs = await api.http.get("/v1/audit", headers=globex["admin"])
+    by_ops = [e for e in theirs.json() if e["actor"].startswith("default-platform")]
+    assert [(e["action"], e["target_id"], e["actor"]) for e in by_ops] == [
+        ("cancel", ids["job_id"], "default-platform"),
+        ("platform.act_for", "globex", "default-platform@default"),
+    ]

@@ -116,8 +116,12 @@ class Boundary:
                 return await authenticate(conn, header)
 
     async def _tenant_of(self, scope: Scope, principal: Principal) -> str:
-        """The tenant the request acts for: its key's, unless a platform key names one
-        (recorded in the audit log, in the operator's own tenant, before it acts)."""
+        """The tenant the request acts for: its key's, unless a platform key names one.
+
+        Naming one is recorded before the request acts: in the tenant named (its log
+        shows who acted for it) and in the operator's own tenant (the platform side);
+        for ``*`` (every tenant) in the operator's own. What the request then does is
+        recorded in the tenant it acts on (see :func:`herald.ops.audit.record`)."""
         named = _header(scope, TENANT_HEADER.encode())
         if named is None or named.strip() == principal.tenant:
             return principal.tenant
@@ -130,10 +134,13 @@ class Boundary:
             tenancy.checked(named)
         reason = f"{scope.get('method', '?')} {scope.get('path', '')}"
         state = scope["app"].state.herald
-        with tenancy.acting_as(principal.tenant):
-            await audit.record(
-                state.client.pool, principal.actor, "platform.act_for", ("tenant", named), reason
-            )
+        logs = [principal.tenant] if named == tenancy.PLATFORM else [named, principal.tenant]
+        async with state.client.pool.connection() as conn, conn.transaction():
+            for tenant in logs:
+                await tenancy.tell_in_transaction(conn, tenant)
+                await audit.record(
+                    conn, principal.actor, "platform.act_for", ("tenant", named), reason
+                )
         return named
 
 

@@ -31,6 +31,7 @@ from herald.api.problems import Problem, not_found, responses
 from herald.api.state import ApiState, State
 from herald.catalog.datasets import (
     Dataset,
+    DatasetIdTaken,
     FileRecord,
     UnknownDataset,
     UnknownVersion,
@@ -260,7 +261,7 @@ def _accepted(
 @router.post(
     "/v1/datasets",
     status_code=201,
-    responses=responses(401, 403, 422),
+    responses=responses(401, 403, 409, 422),
     summary="Register a dataset, or update its description (200)",
 )
 async def register(
@@ -286,6 +287,8 @@ async def register(
         saved, created = await save_dataset(state.client, dataset, recurrence, note=note)
     except (MetadataError, SourceError) as exc:
         raise Problem(422, "invalid-dataset", str(exc)) from None
+    except DatasetIdTaken as exc:
+        raise Problem(409, "conflict", str(exc)) from None
     response.status_code = 201 if created else 200
     response.headers["Location"] = _dataset_url(saved.id)
     return _dataset_out(saved, removed=_removed(before, saved))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -23,8 +23,13 @@ from starlette.concurrency import run_in_threadpool
 from herald.api.auth import Principal, require
 from herald.api.problems import Problem, responses
 from herald.api.state import ApiState, State
-from herald.catalog.metadata import PREFIXES, restore_datatypes
-from herald.catalog.pipeline import catalog_graphs, catalog_runtime, shared_triple_store
+from herald.catalog.metadata import PREFIXES, combined_description, restore_datatypes
+from herald.catalog.pipeline import (
+    catalog_graphs,
+    catalog_runtime,
+    combined_catalog_graphs,
+    shared_triple_store,
+)
 from herald.catalog.publishing import CatalogSettings
 from herald.catalog.sparql.guard import QueryRefused, check_query
 from herald.catalog.sparql.runner import QueryRunner, SparqlLimits
@@ -229,23 +234,51 @@ def _configured_store(state: ApiState) -> TripleStore:
     return shared_triple_store(state.settings, catalog)
 
 
+def _catalog_doc(description: str, *codes: int) -> dict[int | str, Any]:
+    return {
+        **responses(*codes),
+        200: {"description": description, "content": {m: {} for m in RDF_SYNTAXES}},
+    }
+
+
+async def _graphs_answer(
+    request: Request, state: ApiState, graphs: list[str], extra: Graph | None = None
+) -> Response:
+    """The named graphs ``graphs`` (and ``extra``) in the syntax the request accepts."""
+    chosen = negotiate(request.headers.get("accept"), list(RDF_SYNTAXES))
+    _files, triples = stores(state)
+    body = await run_in_threadpool(
+        partial(export_catalog, triples, RDF_SYNTAXES[chosen], graphs=graphs, extra=extra)
+    )
+    return Response(body, media_type=chosen, headers={"Vary": "Accept"})
+
+
 @router.get(
     "/v1/catalog",
-    responses={
-        **responses(401, 403, 406),
-        200: {"description": "The catalog", "content": {m: {} for m in RDF_SYNTAXES}},
-    },
+    responses=_catalog_doc("The catalog", 401, 403, 406),
     summary="The whole catalog as Turtle, JSON-LD or RDF/XML (by Accept)",
 )
 async def catalog(request: Request, state: State, _: Reader) -> Response:
-    chosen = negotiate(request.headers.get("accept"), list(RDF_SYNTAXES))
-    _files, triples = stores(state)
     async with state.client.pool.connection() as conn:
         graphs = await catalog_graphs(conn, catalog_settings(state).urls)
-    body = await run_in_threadpool(
-        partial(export_catalog, triples, RDF_SYNTAXES[chosen], graphs=graphs)
-    )
-    return Response(body, media_type=chosen, headers={"Vary": "Accept"})
+    return await _graphs_answer(request, state, graphs)
+
+
+@router.get(
+    "/v1/catalog/combined",
+    responses=_catalog_doc("The combined catalog", 401, 403, 404, 406),
+    summary="Every tenant's published datasets, each under its tenant's catalog (if configured)",
+)
+async def combined_catalog(request: Request, state: State, _: Reader) -> Response:
+    settings = catalog_settings(state)
+    if not settings.combined:
+        raise Problem(
+            404, "not-found", "the combined catalog is not offered (HERALD_CATALOG_COMBINED)"
+        )
+    async with state.client.pool.connection() as conn:
+        tenants, graphs = await combined_catalog_graphs(conn, settings.urls)
+    extra = combined_description(settings.urls, settings.title, tenants)
+    return await _graphs_answer(request, state, graphs, extra)
 
 
 SPARQL_DOC = (

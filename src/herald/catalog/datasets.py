@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from herald import sql
@@ -65,6 +66,10 @@ _REACHED_FROM: dict[VersionState, tuple[VersionState, ...]] = {
 class UnknownDataset(CatalogError, LookupError):
     def __init__(self, dataset_id: str) -> None:
         super().__init__(f"no dataset {dataset_id!r} is registered")
+
+
+class DatasetIdTaken(CatalogError):
+    """The dataset id is another tenant's (ids are deployment-wide: they name graphs)."""
 
 
 class UnknownVersion(CatalogError, LookupError):
@@ -251,30 +256,34 @@ async def register_dataset(conn: AsyncConn, dataset: Dataset) -> tuple[Dataset, 
     info = dataset.info
     assert info.publisher is not None
     contact = info.contact_point
-    row = await one_row(
-        conn,
-        "catalog_dataset_upsert",
-        {
-            "id": info.id,
-            "title": info.title,
-            "description": info.description,
-            "publisher_name": info.publisher.name,
-            "publisher_uri": info.publisher.uri,
-            "license_uri": info.license.uri if info.license else None,
-            "keywords": list(info.keywords),
-            "themes": Jsonb([_concept_json(t) for t in info.themes]),
-            "contact_point": Jsonb(
-                {"name": contact.name, "email": contact.email, "url": contact.url}
-            )
-            if contact
-            else None,
-            "languages": list(info.languages),
-            "details": Jsonb(_details(info)),
-            "source": Jsonb(dict(dataset.source)),
-            "tier": dataset.tier,
-            "schedule_id": dataset.schedule_id,
-        },
-    )
+    params = {
+        "id": info.id,
+        "title": info.title,
+        "description": info.description,
+        "publisher_name": info.publisher.name,
+        "publisher_uri": info.publisher.uri,
+        "license_uri": info.license.uri if info.license else None,
+        "keywords": list(info.keywords),
+        "themes": Jsonb([_concept_json(t) for t in info.themes]),
+        "contact_point": Jsonb({"name": contact.name, "email": contact.email, "url": contact.url})
+        if contact
+        else None,
+        "languages": list(info.languages),
+        "details": Jsonb(_details(info)),
+        "source": Jsonb(dict(dataset.source)),
+        "tier": dataset.tier,
+        "schedule_id": dataset.schedule_id,
+    }
+    try:
+        row = await one_row(conn, "catalog_dataset_upsert", params)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        # The id is held by a row this tenant may not see: the policy refuses the update.
+        if "row-level security" not in str(exc):
+            raise
+        raise DatasetIdTaken(
+            f"dataset id {info.id!r} is taken (dataset ids are unique across the "
+            "deployment); choose another"
+        ) from None
     return _dataset(row), bool(row["created"])
 
 

@@ -199,13 +199,21 @@ class CatalogUrls:
 
     @property
     def catalog_graph(self) -> str:
-        """The catalog of the tenant acting now: each tenant's catalog is a graph of its
-        own, listing its published datasets only (the default tenant's keeps the URL a
-        single-tenant install always had)."""
-        tenant = tenancy.current()
+        """The catalog of the tenant acting now (see :meth:`catalog_graph_of`)."""
+        return self.catalog_graph_of(tenancy.current())
+
+    def catalog_graph_of(self, tenant: str) -> str:
+        """A tenant's catalog: each tenant's catalog is a graph of its own, listing its
+        published datasets only (the default tenant's keeps the URL a single-tenant
+        install always had)."""
         if tenant in (tenancy.DEFAULT, tenancy.PLATFORM):
             return f"{self._root}/v1/catalog"
-        return f"{self._root}/v1/catalog/tenants/{tenant}"
+        return f"{self._root}/v1/catalog/tenants/{tenancy.checked(tenant)}"
+
+    @property
+    def combined_catalog(self) -> str:
+        """The catalog of every tenant's catalogs (served when configured)."""
+        return f"{self._root}/v1/catalog/combined#catalog"
 
     def entry_graph(self, dataset_id: str) -> str:
         return f"{self._root}/v1/datasets/{check_segment(dataset_id, 'dataset id')}"
@@ -225,6 +233,18 @@ class CatalogUrls:
 
     def download(self, dataset_id: str, version: int, name: str) -> str:
         return f"{self.version(dataset_id, version)}/files/{quote(name)}"
+
+
+def combined_description(urls: CatalogUrls, title: str, tenants: Sequence[str]) -> Graph:
+    """The combined catalog: a catalog whose parts are the tenants' catalogs (DCAT's
+    ``dcat:catalog``); each dataset stays listed by its own tenant's catalog only."""
+    graph = new_graph()
+    node = URIRef(urls.combined_catalog)
+    graph.add((node, RDF.type, DCAT.Catalog))
+    graph.add((node, DCTERMS.title, Literal(f"{title} (every tenant)", lang="en")))
+    for tenant in tenants:
+        graph.add((node, DCAT.catalog, URIRef(f"{urls.catalog_graph_of(tenant)}#catalog")))
+    return graph
 
 
 def new_graph() -> Graph:

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from herald import sql
+from herald import sql, tenancy
 from herald.catalog import datasets as registry
 from herald.catalog import entries, undo, versions
 from herald.catalog.admission import (
@@ -371,3 +371,18 @@ async def catalog_graphs(conn: AsyncConn, urls: CatalogUrls) -> list[str]:
     cur = await conn.execute(sql.query("catalog_published_datasets"))
     ids = [row["dataset_id"] for row in await cur.fetchall()]
     return [urls.catalog_graph, *(urls.entry_graph(i) for i in ids)]
+
+
+async def combined_catalog_graphs(
+    conn: AsyncConn, urls: CatalogUrls
+) -> tuple[list[str], list[str]]:
+    """The tenants with published datasets, and the graphs the combined catalog consists
+    of (each tenant's description, then every published entry): read for the platform,
+    since it spans tenants, and only what is published."""
+    with tenancy.platform():
+        await tenancy.tell(conn)
+        cur = await conn.execute(sql.query("catalog_published_by_tenant"))
+        rows = await cur.fetchall()
+    tenants = list(dict.fromkeys(row["tenant_id"] for row in rows))
+    graphs = [urls.catalog_graph_of(t) for t in tenants]
+    return tenants, graphs + [urls.entry_graph(row["dataset_id"]) for row in rows]

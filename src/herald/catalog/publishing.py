@@ -43,7 +43,7 @@ from herald.catalog.triplestore import (
     replace_entry,
 )
 from herald.catalog.validation import Tier, ValidationReport, validate
-from herald.config import Settings
+from herald.config import Settings, env_flag
 from herald.errors import Permanent
 
 
@@ -92,6 +92,9 @@ class CatalogSettings:
     # how many of a dataset's newest versions its entry describes and links: rendering
     # and validating an entry costs in proportion to the versions it holds
     linked_versions: int = 20
+    # HERALD_CATALOG_COMBINED: also serve one catalog of every tenant's published
+    # datasets (each still listed by its own tenant's catalog); off by default
+    combined: bool = False
 
     def __post_init__(self) -> None:
         CatalogUrls(self.public_url)  # refuses a malformed URL now, not at first use
@@ -118,6 +121,7 @@ class CatalogSettings:
             sparql_query_url=env.get("HERALD_SPARQL_QUERY_URL") or None,
             sparql_update_url=env.get("HERALD_SPARQL_UPDATE_URL") or None,
             linked_versions=_count(env, "HERALD_CATALOG_LINKED_VERSIONS", defaults.linked_versions),
+            combined=env_flag(env, "HERALD_CATALOG_COMBINED", defaults.combined),
         )
 
     @property

@@ -108,16 +108,24 @@ def read_graphs(store: TripleStore, graphs: Sequence[str]) -> Graph:
     return restore_datatypes(store.construct(query))
 
 
-def export_catalog(store: TripleStore, syntax: str = "turtle", *, graphs: Sequence[str]) -> bytes:
+def export_catalog(
+    store: TripleStore,
+    syntax: str = "turtle",
+    *,
+    graphs: Sequence[str],
+    extra: Graph | None = None,
+) -> bytes:
     """The named graphs ``graphs`` (the catalog's description and the entries Herald
-    wrote: nothing else a shared store holds), merged into one graph, in ``turtle``,
-    ``json-ld`` or ``rdf-xml``."""
+    wrote: nothing else a shared store holds), merged into one graph with ``extra``
+    (triples made for this answer), in ``turtle``, ``json-ld`` or ``rdf-xml``."""
     try:
         chosen = CATALOG_SYNTAXES[syntax]
     except KeyError:
         known = ", ".join(CATALOG_SYNTAXES)
         raise ValueError(f"unknown catalog syntax {syntax!r} (known: {known})") from None
     graph = read_graphs(store, graphs)
+    if extra is not None:
+        graph += extra
     for prefix, namespace in PREFIXES.items():
         graph.bind(prefix, namespace)
     return graph.serialize(format=chosen.rdflib_format, encoding="utf-8")

@@ -24,7 +24,7 @@ from herald.console.forms import BadForm
 from herald.console.pages import core
 from herald.console.registry import ConsoleExtension, Registry, discover
 from herald.console.render import FRAGMENT_HEADER, Renderer, render
-from herald.console.sessions import ConsoleSettings, Forbidden, SignInRequired
+from herald.console.sessions import ActingForSession, ConsoleSettings, Forbidden, SignInRequired
 from herald.console.web import Invalid, Missing, base, see_other
 from herald.ops.errors import NotFound
 from herald.registry import Herald
@@ -127,6 +127,7 @@ def create_console(
         if extension.router is not None:
             console.include_router(extension.router)
     console.mount("/static", StaticFiles(packages=[("herald.console", "static")]), name="static")
+    console.add_middleware(ActingForSession)
     console.add_middleware(_SecurityHeaders)
     log.debug("console extensions: %s", ", ".join(e.name for e in registry.extensions))
     return console

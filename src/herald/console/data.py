@@ -1,7 +1,8 @@
 """What the console reads, always on behalf of a :class:`~herald.console.sessions.Caller`.
 
-Every function takes the caller first: what a key may see is decided here, once (today
-its scopes: tracebacks only for ``operate``; later its tenant). Reads go through the
+Every function takes the caller first: what a key may see is decided here, once (its
+scopes: tracebacks only for ``operate``; its tenant's rows only, as the whole request
+acts for the key's tenant and row-level security applies). Reads go through the
 engine's own functions (:mod:`herald.ops`, :mod:`herald.schedules`, the client) and
 named statements; nothing here writes.
 """

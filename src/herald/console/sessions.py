@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald import sql
+from herald import sql, tenancy
 from herald.api.auth import ANONYMOUS, Principal, hash_token
 from herald.api.state import ApiState
 from herald.config import ConfigError
@@ -80,8 +80,9 @@ class ConsoleSettings:
 class Caller:
     """Who is using the console: the API key's principal, and what reaches the engine.
 
-    Every read and action of the console takes the caller, so what it may see can be
-    narrowed by the key's identity (its tenant, once tenants exist) in one place.
+    Every read and action of the console takes the caller; the whole request acts for
+    the key's tenant (:class:`ActingForSession`), so its statements see that tenant's
+    rows only and its writes (audit entries included) are that tenant's.
     """
 
     principal: Principal
@@ -159,6 +160,19 @@ async def _one(conn: AsyncConn, name: str, params: dict[str, Any]) -> dict[str, 
     return await cur.fetchone()
 
 
+async def session_of(state: ApiState, token_hash: str) -> dict[str, Any] | None:
+    """The live session with this token and its key, whatever the key's tenant.
+
+    A session is found by its secret before its tenant is known: the key it names is
+    read across tenants, for this lookup only (like the API's key lookup)."""
+    with tenancy.platform():
+        async with state.client.pool.connection() as conn:
+            return await _one(conn, "console_session_get", {"token_hash": token_hash})
+
+
+_UNREAD = object()  # the request's session was not looked up by the middleware
+
+
 async def signed_in(request: Request) -> Caller:
     """The signed-in caller; for a state-changing request also checks its CSRF token."""
     state = api_state(request)
@@ -166,16 +180,24 @@ async def signed_in(request: Request) -> Caller:
     if not token:
         raise SignInRequired
     token_hash = hash_token(token)
-    async with state.client.pool.connection() as conn:
-        row = await _one(conn, "console_session_get", {"token_hash": token_hash})
+    row = request.scope.get("state", {}).get("console_session", _UNREAD)
+    if row is _UNREAD:
+        row = await session_of(state, token_hash)
     if row is None or (row["anonymous"] and state.api.auth):
         raise SignInRequired
     if row["anonymous"]:
         principal = ANONYMOUS
     else:
         principal = Principal(
-            row["key_name"], frozenset(row["scopes"]), row["api_key_id"], row["max_active_jobs"]
+            row["key_name"],
+            frozenset(row["scopes"]),
+            row["api_key_id"],
+            row["max_active_jobs"],
+            row["tenant_id"],
         )
+    if tenancy.current() != principal.tenant:
+        # Only a request the middleware did not see: never act for another tenant.
+        raise SignInRequired
     caller = Caller(
         principal, state, token_hash, row["csrf_token"], row["now"], row["flash"] is not None
     )
@@ -186,6 +208,34 @@ async def signed_in(request: Request) -> Caller:
             raise Forbidden("the form's CSRF token does not belong to this session")
     caller.require("read")
     return caller
+
+
+class ActingForSession:
+    """Pure ASGI middleware: a console request acts for its session's key's tenant.
+
+    The session is looked up once (across tenants, by its secret) before routing and
+    handed to :func:`signed_in`; everything the request then reads or writes, from its
+    dependencies to the page rendered, runs for that tenant. Without a session (the
+    sign-in page, static files) the request acts for the default tenant and reads
+    nothing of any tenant's."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = Request(scope).cookies.get(COOKIE)
+        if not token:
+            await self.app(scope, receive, send)
+            return
+        state = scope["app"].state.parent.state.herald
+        row = await session_of(state, hash_token(token))
+        scope.setdefault("state", {})["console_session"] = row
+        tenant = tenancy.DEFAULT if row is None or row["anonymous"] else row["tenant_id"]
+        with tenancy.acting_as(tenant):
+            await self.app(scope, receive, send)
 
 
 async def sign_in(
@@ -215,12 +265,16 @@ async def sign_out(caller: Caller, request: Request, response: Response) -> None
 
 
 async def find_key(state: ApiState, token: str) -> Principal | None:
-    """The live API key whose token this is, as the API authenticates it."""
-    async with state.client.pool.connection() as conn:
-        row = await _one(conn, "api_key_lookup", {"hash": hash_token(token)})
+    """The live API key whose token this is, as the API authenticates it: of any
+    tenant (the key says which one the session will act for)."""
+    with tenancy.platform():
+        async with state.client.pool.connection() as conn:
+            row = await _one(conn, "api_key_lookup", {"hash": hash_token(token)})
     if row is None:
         return None
-    return Principal(row["name"], frozenset(row["scopes"]), row["id"], row["max_active_jobs"])
+    return Principal(
+        row["name"], frozenset(row["scopes"]), row["id"], row["max_active_jobs"], row["tenant_id"]
+    )
 
 
 def signin_token(request: Request) -> str:

@@ -12,6 +12,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+from herald import tenancy
 from herald.db import AsyncConn
 from herald.generations.records import rows
 
@@ -53,9 +54,15 @@ async def collect(
 
 
 async def collect_once(gen: Generations) -> list[str]:
-    """The housekeeping duty: one pass on a connection of its own."""
+    """The housekeeping duty: one pass on a connection of its own, for the platform.
+
+    The store holds every tenant's attempt output, so whether a file is an orphan is
+    answered from every tenant's candidates and jobs: read by one tenant's rows alone,
+    another tenant's registered output would look orphaned."""
     from herald.db import connect, conninfo, database_url
 
     conn = await connect(conninfo(database_url(gen.settings), gen.settings.schema))
     async with conn:
-        return await collect(gen, conn)
+        with tenancy.platform():
+            await tenancy.tell(conn)
+            return await collect(gen, conn)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from herald import tenancy
 from herald.db import AsyncConn, Row
 from herald.generations.errors import NotFound, Refused
 from herald.generations.records import one, plan_run, rows
@@ -177,6 +178,7 @@ async def expire(gen: Generations) -> int:
 
     conn = await connect(conninfo(database_url(gen.settings), gen.settings.schema))
     async with conn:
+        await tenancy.tell(conn)  # the tenant the duty's pass is for (row-level security)
         return await expire_on(conn)
 
 

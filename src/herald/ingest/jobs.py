@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 
-from herald import sql
+from herald import sql, tenancy
 from herald.client import Client
 from herald.config import ConfigError, Settings
 from herald.context import JobContext
@@ -114,6 +114,9 @@ class IngestRuntime:
     async def connection(self) -> AsyncIterator[AsyncConn]:
         conn = await connect(self.conninfo)
         try:
+            # The current tenant (a job's, or the one a duty's pass is for) under the
+            # runtime role: row-level security applies, and inserts are that tenant's.
+            await tenancy.tell(conn)
             yield conn
         finally:
             await conn.close()

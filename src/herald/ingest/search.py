@@ -32,9 +32,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from herald import sql
+from herald import sql, tenancy
 from herald.config import ConfigError
-from herald.db import AsyncConn, Row, connect
+from herald.db import AsyncConn, Row, TenantPool, connect
 from herald.ingest.errors import IngestError
 
 log = logging.getLogger(__name__)
@@ -149,17 +149,18 @@ class Bulkhead:
 
 
 class PageCache:
-    """A few first pages by (window, limit), LRU, each dropped when its window changes."""
+    """A few first pages by (tenant, window, limit), LRU, each dropped when its window
+    changes. The tenant is the one acting now: a page is never served to another."""
 
     def __init__(self, entries: int, ttl: float) -> None:
         self.entries = entries
         self.ttl = ttl
-        self._pages: OrderedDict[tuple[dt.datetime, dt.datetime, int], tuple[float, Any]] = (
+        self._pages: OrderedDict[tuple[dt.datetime, dt.datetime, int, str], tuple[float, Any]] = (
             OrderedDict()
         )
 
     def get(self, window: Window, limit: int) -> Any | None:
-        key = (window.starts_at, window.ends_at, limit)
+        key = (window.starts_at, window.ends_at, limit, tenancy.current())
         found = self._pages.get(key)
         if found is None:
             return None
@@ -172,8 +173,9 @@ class PageCache:
     def put(self, window: Window, limit: int, page: Any) -> None:
         if self.entries <= 0:
             return
-        self._pages[(window.starts_at, window.ends_at, limit)] = (time.monotonic(), page)
-        self._pages.move_to_end((window.starts_at, window.ends_at, limit))
+        key = (window.starts_at, window.ends_at, limit, tenancy.current())
+        self._pages[key] = (time.monotonic(), page)
+        self._pages.move_to_end(key)
         while len(self._pages) > self.entries:
             self._pages.popitem(last=False)
 
@@ -257,7 +259,8 @@ class SearchService:
         # No connection is held until a search needs one (min_size 0), and the cache's
         # listener starts with the first search: an API that never searches costs
         # the database nothing.
-        self.pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
+        # A tenant pool: each search acts for the request's tenant (row-level security).
+        self.pool: AsyncConnectionPool[AsyncConn] = TenantPool(
             timed,
             min_size=0,
             max_size=settings.max_concurrent,

@@ -99,8 +99,8 @@ def _as_is(text: str) -> str:
     return text  # zones arrive as JSON text already: jsonb takes it without a second pass
 
 
-# Column types of ingest_stage_copy, in order: a binary COPY sends values as they are
-# stored, so the server parses no timestamp or numeric text.
+# Column types of ingest_stage_copy (into the session's buffer), in order: a binary COPY
+# sends values as they are stored, so the server parses no timestamp or numeric text.
 _COPY_TYPES = (
     "bigint", "integer", "text", "text", "text", "timestamptz", "timestamptz", "text",
     "boolean", "numeric", "numeric", "jsonb",
@@ -160,6 +160,7 @@ class RunStager:
                 },
             )
             if batch.records:
+                await conn.execute(sql.query("ingest_stage_buffer"))
                 cursor = conn.cursor()
                 set_json_dumps(_as_is, cursor)
                 async with cursor.copy(sql.query("ingest_stage_copy")) as copy:
@@ -182,6 +183,7 @@ class RunStager:
                                 zones_json(p),
                             )
                         )
+                await conn.execute(sql.query("ingest_stage_flush"))
             room = self.limits.quarantine_per_run - self.quarantined
             kept = batch.rejected[: max(0, room)]
             if kept:

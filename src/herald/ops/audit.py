@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from herald import tenancy
 from herald.db import Row
 from herald.ops.conn import Source, connection, to_json
 from herald.ops.errors import AuditInfoMissing
@@ -61,8 +62,15 @@ async def record(
     reason: str,
     before: Any = None,
     after: Any = None,
+    *,
+    tenant: str | None = None,
 ) -> Row:
     """Write one audit record and return it.
+
+    The record belongs to the tenant the code acts for. Acting for the platform (every
+    tenant), it goes to the tenant acted on: ``tenant`` when given, else the one the
+    target is or owns (a tenant, a job, a dead letter), with a twin in the default
+    tenant's log, the platform's own (see ``ops_audit_insert.sql``).
 
     Pass the connection of the action's transaction so both commit together. ``before``
     and ``after`` are JSON-serialisable snapshots of the target (datetimes allowed);
@@ -85,12 +93,20 @@ async def record(
                 "action": action.strip(),
                 "target_type": target_type.strip(),
                 "target_id": str(target_id),
+                "target_number": _number(target_id),
+                "tenant": None if tenant is None else tenancy.checked(tenant),
                 "reason": reason,
                 "before": to_json(before),
                 "after": to_json(after),
             },
         )
     return row
+
+
+def _number(target_id: Any) -> int | None:
+    """The target's id as a row id, when it is one (the statement looks its owner up)."""
+    text = str(target_id)
+    return int(text) if text.isdigit() and len(text) <= 18 else None
 
 
 async def entries(

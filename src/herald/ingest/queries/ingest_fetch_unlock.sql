@@ -1,1 +1,1 @@
-SELECT pg_advisory_unlock(hashtextextended('herald.ingest.fetch:' || current_schema() || ':' || %(provider)s, 0)) AS unlocked
+SELECT pg_advisory_unlock(hashtextextended('herald.ingest.fetch:' || current_schema() || ':' || herald_tenant() || ':' || %(provider)s, 0)) AS unlocked

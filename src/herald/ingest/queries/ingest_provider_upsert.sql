@@ -1,4 +1,5 @@
--- Register a provider or update it; xmax = 0 tells a new row from an updated one.
+-- Register a provider or update it; xmax = 0 tells a new row from an updated one. A
+-- provider name is its tenant's own: another tenant's provider of that name is another row.
 -- The auth header is replaced only when keep_auth is false (an update that does not
 -- mention it keeps the stored, encrypted one).
 INSERT INTO ingest_providers AS p (
@@ -9,7 +10,7 @@ INSERT INTO ingest_providers AS p (
     %(deadline)s, %(attempts)s, %(backoff_base)s, %(backoff_cap)s, %(max_retry_after)s,
     %(auth_name)s, %(auth_cipher)s
 )
-ON CONFLICT (name) DO UPDATE SET
+ON CONFLICT (tenant_id, name) DO UPDATE SET
     url = EXCLUDED.url,
     format = EXCLUDED.format,
     timezone = EXCLUDED.timezone,

@@ -26,7 +26,7 @@ WITH batch AS (
            min_price, max_price, zones, snapshot_at, snapshot_at
     FROM latest
     ORDER BY provider, base_plan_id, plan_id
-    ON CONFLICT (provider, base_plan_id, plan_id) DO UPDATE SET
+    ON CONFLICT (tenant_id, provider, base_plan_id, plan_id) DO UPDATE SET
         title = CASE WHEN EXCLUDED.last_seen_at >= p.last_seen_at THEN EXCLUDED.title ELSE p.title END,
         starts_at = CASE WHEN EXCLUDED.last_seen_at >= p.last_seen_at THEN EXCLUDED.starts_at ELSE p.starts_at END,
         ends_at = CASE WHEN EXCLUDED.last_seen_at >= p.last_seen_at THEN EXCLUDED.ends_at ELSE p.ends_at END,
