@@ -262,20 +262,23 @@ async def test_a_platform_action_is_audited_in_the_tenant_acted_on_and_the_platf
 
 async def test_social_names_and_keys_are_each_tenants_own(client: Client) -> None:
     await make_tenants(client.pool, "acme", "globex")
-    claim = {"owner": "team", "key": "k-1", "body_hash": "h", "retention_s": 3600}
+    # account 0 does not exist: the statement claims the key all the same
+    claim = {"owner": "team", "key": "k-1", "body_hash": "h", "retention_s": 3600, "account_id": 0}
     for tenant in ("acme", "globex"):
         with tenancy.acting_as(tenant):
             async with client.pool.connection() as conn:
                 user = await create_user(conn, "alice", f"alice@{tenant}.example.org")
                 assert user["username"] == "alice"
                 cur = await conn.execute(sql.query("social_post_key_claim"), claim)
-                assert await cur.fetchone() is not None  # a fresh key in each tenant
+                fresh = await cur.fetchone()
+                assert fresh is not None and fresh["claimed"]  # a fresh key in each tenant
     with tenancy.acting_as("acme"):
         async with client.pool.connection() as conn:
             with pytest.raises(Conflict, match="exists already"):
                 await create_user(conn, "alice", "again@acme.example.org")
             cur = await conn.execute(sql.query("social_post_key_claim"), claim)
-            assert await cur.fetchone() is None  # live in this tenant: an earlier request's
+            live = await cur.fetchone()
+            assert live is not None and not live["claimed"]  # an earlier request's, here
 
 
 async def test_a_claim_takes_turns_between_tenants(client: Client) -> None:
