@@ -145,24 +145,42 @@ def serve_up(settings: Settings, tmp_path: Path, app: str = "tests.support:APP")
 
 def page_text(driver: Any) -> str:
     """The page's visible text; empty while a navigation has no body yet."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import NoSuchElementException, WebDriverException
 
     try:
         return str(driver.find_element("tag name", "body").text)
-    except (NoSuchElementException, StaleElementReferenceException):
+    except NoSuchElementException:
         return ""
+    except WebDriverException as exc:
+        if replaced(exc):
+            return ""
+        raise
+
+
+def replaced(exc: Exception) -> bool:
+    """Whether ``exc`` says an element was replaced under the driver (a live swap or a
+    navigation): stale, or Chromium's "node does not belong to the document"."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    return isinstance(exc, StaleElementReferenceException) or (
+        "does not belong to the document" in str(exc)
+    )
 
 
 def wait(what: str, check: Callable[[], Any], within: float = 30.0) -> Any:
     """``check()`` once it is truthy; an element a live swap or a navigation replaced
     meanwhile counts as "not yet"."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import NoSuchElementException, WebDriverException
 
     deadline = time.monotonic() + within
     while True:
         try:
             found = check()
-        except (NoSuchElementException, StaleElementReferenceException):
+        except NoSuchElementException:
+            found = None
+        except WebDriverException as exc:
+            if not replaced(exc):
+                raise
             found = None
         if found:
             return found
@@ -174,13 +192,17 @@ def wait(what: str, check: Callable[[], Any], within: float = 30.0) -> Any:
 def click(driver: Any, css: str) -> None:
     """Click the first element matching ``css``, again if a live swap replaced it
     between finding and clicking."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
 
     for _ in range(10):
         try:
             driver.find_elements("css selector", css)[0].click()
             return
-        except (StaleElementReferenceException, IndexError):
+        except IndexError:
+            time.sleep(0.1)
+        except WebDriverException as exc:
+            if not replaced(exc):
+                raise
             time.sleep(0.1)
     raise AssertionError(f"{css} kept being replaced (or never appeared)")
 
