@@ -7,9 +7,11 @@ Run from the repository root::
 
 It enqueues ``--jobs`` no-op jobs in a fresh schema, runs one :class:`herald.worker.Worker`
 on this process's event loop until they are all recorded, and prints the drain rate
-(database clock, as bench_core) and the functions that took the most time, cumulative
+(database clock, as bench_core), the CPU time per job of the worker's thread, of the
+whole process and of the PostgreSQL backends serving its connections
+(:mod:`benchmarks.accounting`), and the functions that took the most time, cumulative
 and own, per job. The profiler slows everything down (about 2x): read the shares, not
-the rate.
+the rate; ``--no-profile`` gives the CPU figures without it (``--repeat`` runs in a row).
 """
 
 from __future__ import annotations
@@ -20,15 +22,22 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import time
 
 from benchmarks import bench_compare, bench_core
+from benchmarks.accounting import Ledger, spent
 from benchmarks.bench_app import app
 from herald import loop
 from herald.client import Client, JobSpec
 from herald.config import Settings
 from herald.db import connect, conninfo
 from herald.worker import Worker
+
+
+def _process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def profile(url: str, jobs: int, concurrency: int, top: int, profiled: bool) -> str:
@@ -41,14 +50,14 @@ async def profile(url: str, jobs: int, concurrency: int, top: int, profiled: boo
         # CPU time of this thread: on a loaded machine wall time mostly measures waiting.
         profiler = cProfile.Profile(time.thread_time)
         running = asyncio.create_task(worker.run())
-        cpu = time.thread_time()
+        cpu, process = time.thread_time(), _process_cpu()
         if profiled:
             profiler.enable()
         try:
-            await _wait_drained(settings, within=max(60.0, jobs / 200))
+            backends = await _wait_drained(settings, within=max(60.0, jobs / 200))
         finally:
             profiler.disable()
-            cpu = time.thread_time() - cpu
+            cpu, process = time.thread_time() - cpu, _process_cpu() - process
             worker.stop()
             await running
         ok, span = await bench_compare._span(settings)
@@ -56,10 +65,12 @@ async def profile(url: str, jobs: int, concurrency: int, top: int, profiled: boo
             raise RuntimeError(f"expected {jobs} succeeded jobs, found {ok}")
         rate = jobs / span
     out = io.StringIO()
-    # CPU time of the event loop's thread per job: unlike the rate, hardly moved by load.
+    # CPU time per job: unlike the rate, hardly moved by the machine's load.
     out.write(
-        f"concurrency {concurrency}: {rate:,.0f} jobs/s (database clock), "
-        f"{cpu / jobs * 1e6:.1f} us of the worker's CPU per job\n"
+        f"concurrency {concurrency}: {rate:,.0f} jobs/s (database clock); CPU per job: "
+        f"{cpu / jobs * 1e6:.1f} us the worker's thread, {process / jobs * 1e6:.1f} us its "
+        f"process, {backends / jobs * 1e6:.1f} us its database backends "
+        f"({bench_compare.load()})\n"
     )
     if profiled:
         stats = pstats.Stats(profiler, stream=out)
@@ -68,11 +79,16 @@ async def profile(url: str, jobs: int, concurrency: int, top: int, profiled: boo
     return out.getvalue()
 
 
-async def _wait_drained(settings: Settings, within: float) -> None:
+async def _wait_drained(settings: Settings, within: float) -> float:
     """Like bench_core's, on one connection polled twice a second: the worker's CPU time
-    is read on this thread, and connecting anew for each poll would count in it."""
+    is read on this thread, and connecting anew for each poll would count in it.
+
+    Returns the CPU seconds the worker's database backends spent, from their start to
+    the end of the drain (this poll's own backend left out)."""
     conn = await connect(conninfo(str(settings.database_url), settings.schema))
     async with conn:
+        ledger = Ledger(conn)
+        ledger.add("worker", [os.getpid()])
 
         async def pending() -> bool:
             cur = await conn.execute(bench_core._PENDING)
@@ -84,6 +100,9 @@ async def _wait_drained(settings: Settings, within: float) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError("jobs were not drained in time")
             await asyncio.sleep(0.5)
+        after = await ledger.snapshot()
+        after["worker db"].pop(conn.info.backend_pid, None)
+        return spent({}, after)["worker db"]
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -91,12 +110,14 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--top", type=int, default=30, help="functions listed")
-    parser.add_argument("--no-profile", action="store_true", help="only the rate")
+    parser.add_argument("--no-profile", action="store_true", help="only the rate and CPU")
+    parser.add_argument("--repeat", type=int, default=1, help="runs in a row")
     args = parser.parse_args(argv)
     url = os.environ.get("HERALD_DATABASE_URL")
     if not url:
         parser.error("set HERALD_DATABASE_URL to the PostgreSQL server to measure against")
-    print(await profile(url, args.jobs, args.concurrency, args.top, not args.no_profile))
+    for _ in range(args.repeat):
+        print(await profile(url, args.jobs, args.concurrency, args.top, not args.no_profile))
     return 0
 
 
