@@ -22,6 +22,28 @@ class JobContext:
     connection pool, never the worker.
     """
 
+    # One is made for every attempt: slots make that (and each attribute read) cheaper.
+    __slots__ = (
+        "__weakref__",  # applications key per-attempt state by the context
+        "_held",
+        "_lease",
+        "attempt",
+        "checkpoint",
+        "checkpoint_skipped",
+        "executor",
+        "fence",
+        "job_id",
+        "key",
+        "kind",
+        "loop",
+        "max_attempts",
+        "queue",
+        "step",
+        "tenant",
+        "timed_out",
+        "version",
+    )
+
     def __init__(
         self,
         lease: Lease,
@@ -47,6 +69,8 @@ class JobContext:
         self.executor: Executor | None = executor
         # Set by a pipeline step whose progress need not be durable (see skip_checkpoint).
         self.checkpoint_skipped = False
+        # Set when the attempt's timeout cancelled it (herald.attempt.Deadlines).
+        self.timed_out = False
 
     @property
     def pool(self) -> AsyncConnectionPool[AsyncConn]:
@@ -60,11 +84,20 @@ class JobContext:
 
     @property
     def lease_lost(self) -> bool:
-        return self._held.lost.is_set()
+        return self._held.is_lost
 
     @property
     def completed_in_transaction(self) -> bool:
         return self._held.completed
+
+    def time_out(self) -> None:
+        """The attempt's timeout passed: cancel its handler (called by the worker)."""
+        if self.timed_out:
+            return
+        self.timed_out = True
+        task = self._held.task
+        if task is not None and not task.done():
+            task.cancel()
 
     @property
     def worker_id(self) -> str:

@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from psycopg.rows import dict_row
@@ -75,7 +75,7 @@ class WorkerStats:
     loop_blocked: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class HeldJob:
     """One job this worker holds under (id, fence)."""
 
@@ -83,13 +83,30 @@ class HeldJob:
     fence: int
     suspect: bool
     confirmed: float  # monotonic send time of the last claim/heartbeat the database took
-    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    is_lost: bool = False  # the lease is known lost (or unconfirmed): see `lost`
     running: bool = True  # its handler has not returned yet
     finishing: bool = False  # a statement recording its outcome is in flight
     completed: bool = False  # its outcome committed with the handler's transaction
     writes: int = 0  # outcome-recording statements begun (see the heartbeat)
     beating: int = 0  # heartbeat statements in flight that include it
     task: asyncio.Task[None] | None = None
+    # Made only when a handler asks to wait for the loss: one per job cost as much as a
+    # no-op handler's whole bookkeeping.
+    _lost_event: asyncio.Event | None = None
+
+    @property
+    def lost(self) -> asyncio.Event:
+        """Set when the lease is known lost: a handler may wait for it."""
+        if self._lost_event is None:
+            self._lost_event = asyncio.Event()
+            if self.is_lost:
+                self._lost_event.set()
+        return self._lost_event
+
+    def mark_lost(self) -> None:
+        self.is_lost = True
+        if self._lost_event is not None:
+            self._lost_event.set()
 
 
 async def bounded(work: Awaitable[T], seconds: float) -> T:
@@ -174,7 +191,7 @@ class Lease:
     def handler_done(self, held: HeldJob, outcome: Outcome | None) -> None:
         """The handler returned: queue its outcome, or let the job go."""
         held.running = False
-        if outcome is not None and not held.lost.is_set() and not held.completed:
+        if outcome is not None and not held.is_lost and not held.completed:
             self.outbox.append(outcome)
             self.flush_wanted.set()
         else:
@@ -186,10 +203,10 @@ class Lease:
 
     def lose(self, held: HeldJob, why: str) -> None:
         """The lease is gone (or cannot be confirmed): cancel the handler, stop renewing."""
-        if held.lost.is_set() or held.completed:
+        if held.is_lost or held.completed:
             return
         log.warning("job %d: %s (fence %d): cancelling its handler", held.job_id, why, held.fence)
-        held.lost.set()
+        held.mark_lost()
         if held.task is not None and not held.task.done():
             held.task.cancel()
         if not held.running:
@@ -204,7 +221,7 @@ class Lease:
         late = [
             h
             for h in self.jobs.values()
-            if h.running and not h.lost.is_set() and not h.completed and now - h.confirmed > limit
+            if h.running and not h.is_lost and not h.completed and now - h.confirmed > limit
         ]
         for held in late:
             self._self_fence(
@@ -246,7 +263,7 @@ class Lease:
         return [
             (h, h.writes)
             for h in self.jobs.values()
-            if not h.lost.is_set() and not h.completed and not h.finishing
+            if not h.is_lost and not h.completed and not h.finishing
         ]
 
     async def heartbeat_once(self) -> None:
@@ -305,7 +322,7 @@ class Lease:
     # --- statements a handler makes through its context --------------------------------
 
     def check(self, held: HeldJob) -> None:
-        if held.lost.is_set():
+        if held.is_lost:
             raise LeaseLost(f"job {held.job_id} lease lost (fence {held.fence})")
 
     def vouch(self, held: HeldJob) -> None:
@@ -325,7 +342,7 @@ class Lease:
         raise LeaseLost(f"job {held.job_id}: {why}")
 
     def _self_fence(self, held: HeldJob, why: str) -> None:
-        if not held.lost.is_set():
+        if not held.is_lost:
             self.stats.self_fenced += 1
             self.lose(held, why)
 
@@ -416,7 +433,7 @@ class Lease:
                     held.finishing = False
         except _FenceRefused:
             # The refusal was rolled back with the effect: count it on its own.
-            held.lost.set()
+            held.mark_lost()
             await self.record_stale_write(held, "transaction")
             raise LeaseLost(
                 f"job {held.job_id} lost its lease before its transaction committed"

@@ -33,7 +33,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql, tenancy
-from herald.attempt import run_attempt
+from herald.attempt import Deadlines, run_attempt
 from herald.config import Settings
 from herald.context import JobContext
 from herald.db import AsyncConn, connect, conninfo, database_url, fast_json, make_pool
@@ -82,6 +82,7 @@ class Worker:
         self._claims: AsyncConnectionPool[AsyncConn] | None = None
         self._maintenance_enabled = maintenance
         self._running: dict[int, asyncio.Task[None]] = {}
+        self._deadlines = Deadlines()
         self._wake = asyncio.Event()
         self._capacity = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -366,7 +367,7 @@ class Worker:
         started = time.monotonic()
         acting = tenancy.enter(ctx.tenant)
         try:
-            outcome = await run_attempt(self.app, ctx, payload)
+            outcome = await run_attempt(self.app, ctx, payload, self._deadlines)
         finally:
             tenancy.leave(acting)
         self._running.pop(ctx.job_id, None)
