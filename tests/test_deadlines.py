@@ -56,7 +56,7 @@ async def test_attempts_begun_together_share_one_timer_and_only_late_ones_time_o
         lease.jobs[ctx.job_id].task = task  # as the worker does
         tasks.append(task)
     await asyncio.sleep(0)  # both began (in the same millisecond, on a quiet loop)
-    assert len(deadlines._groups) <= 2
+    assert deadlines.timers() == 1  # one timer for both
     began = time.monotonic()
     await asyncio.gather(*tasks)
     waited = time.monotonic() - began
@@ -65,7 +65,7 @@ async def test_attempts_begun_together_share_one_timer_and_only_late_ones_time_o
     assert ended[2].error is not None and "handler timed out" in ended[2].error
     assert slow.timed_out and not quick.timed_out
     assert 0.15 < waited < 2.0
-    assert deadlines._groups == {}  # every timer gone with its attempts
+    assert deadlines.timers() == 0  # the timer went with its attempts
 
 
 async def test_a_group_whose_attempts_all_ended_leaves_no_timer_behind() -> None:
@@ -76,4 +76,4 @@ async def test_a_group_whose_attempts_all_ended_leaves_no_timer_behind() -> None
         *(run_attempt(app, ctx, {"sleep": 0.0}, deadlines) for ctx in contexts)
     )
     assert [o.outcome for o in outcomes if o is not None] == ["succeeded"] * 50
-    assert deadlines._groups == {}
+    assert deadlines.timers() == 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Awaitable
 from typing import Any
 
@@ -28,45 +27,47 @@ class Deadlines:
 
     Attempts that begin in the same millisecond with the same timeout (a claimed batch
     starts together) share a timer: ``asyncio.timeout``'s timer and bookkeeping for every
-    attempt cost a short job about a tenth of the worker's CPU. A group's deadline is
-    the end of its millisecond plus the timeout: never early, at most 1 ms late. Then
-    every attempt of the group still running is cancelled and ends as a timeout.
+    attempt cost a short job a tenth of the worker's CPU. A group's deadline is the end
+    of its millisecond plus the timeout: never early, at most 1 ms late. Then every
+    attempt of the group still running is cancelled and ends as a timeout.
     """
 
     def __init__(self) -> None:
-        self._groups: dict[tuple[float, float], _Group] = {}
+        self._open: _Group | None = None  # the group attempts beginning now join
 
     def enter(self, timeout: float, ctx: JobContext) -> _Group:
-        begun = math.ceil(ctx.loop.time() * 1000.0) / 1000.0
-        group = self._groups.get((timeout, begun))
-        if group is None:
-            group = _Group((timeout, begun))
-            group.timer = ctx.loop.call_at(begun + timeout, self._expire, group)
-            self._groups[group.key] = group
+        ms = int(ctx.loop.time() * 1000.0) + 1
+        group = self._open
+        if group is None or group.ms != ms or group.timeout != timeout or group.timer is None:
+            group = self._open = _Group(timeout, ms)
+            group.timer = ctx.loop.call_at(ms / 1000.0 + timeout, self._expire, group)
         group.members.add(ctx)
         return group
 
     def leave(self, group: _Group, ctx: JobContext) -> None:
-        group.members.discard(ctx)
-        if not group.members and group.timer is not None:
+        members = group.members
+        members.discard(ctx)
+        if not members and group.timer is not None:
             group.timer.cancel()
-            group.timer = None
-            if self._groups.get(group.key) is group:
-                del self._groups[group.key]
+            group.timer = None  # an empty group takes no one any more
 
     def _expire(self, group: _Group) -> None:
         group.timer = None
-        if self._groups.get(group.key) is group:
-            del self._groups[group.key]
         for ctx in list(group.members):
             ctx.time_out()
 
+    def timers(self) -> int:
+        """Timers set and not yet done with (0 when no attempt runs)."""
+        group = self._open
+        return 0 if group is None or group.timer is None else 1
+
 
 class _Group:
-    __slots__ = ("key", "members", "timer")
+    __slots__ = ("members", "ms", "timeout", "timer")
 
-    def __init__(self, key: tuple[float, float]) -> None:
-        self.key = key
+    def __init__(self, timeout: float, ms: int) -> None:
+        self.timeout = timeout
+        self.ms = ms
         self.members: set[JobContext] = set()
         self.timer: asyncio.TimerHandle | None = None
 
