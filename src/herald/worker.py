@@ -3,7 +3,9 @@
 Moving parts, each a small loop on one asyncio event loop:
 
 * fetcher   - claims up to the free capacity with one SKIP LOCKED statement; wakes on
-              NOTIFY (a hint) and on its poll timer (the guarantee);
+              NOTIFY (a hint) and on its poll timer (the guarantee). While handlers are
+              short it also claims ahead: up to ``prefetch`` jobs leased, not yet started,
+              each started the moment a slot frees (see ``_claim_and_start``);
 * listener  - holds LISTEN on its own connection and reconnects forever; a reconnect
               triggers a poll, since notifications sent meanwhile are gone;
 * the lease protocol (heartbeats, self-fencing watchdog, batched fenced completions) -
@@ -25,6 +27,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -41,9 +44,12 @@ from herald.lease import HeldJob, Lease, StatementDeadline, WorkerStats, bounded
 from herald.loopwatch import LoopWatch
 from herald.maintenance import Maintenance
 from herald.migrate import require_migrated
+from herald.outcomes import Outcome
 from herald.registry import Herald
 
 log = logging.getLogger(__name__)
+# Handlers shorter than this on average (seconds) make the worker claim ahead.
+PREFETCH_BELOW = 0.005
 
 
 class Worker:
@@ -59,9 +65,12 @@ class Worker:
         batch: int | None = None,
         maintenance: bool = True,
         name: str | None = None,
+        prefetch: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must be 0 or more")
         self.app = app
         self.settings = settings or Settings.from_env()
         self.queues = list(queues or app.queues() or ["default"])
@@ -69,6 +78,11 @@ class Worker:
         # Claims are batched up to the free capacity: big batches amortise each statement's
         # commit, which is what bounds the throughput of short jobs.
         self.batch = batch or min(concurrency, 500)
+        # Claimed ahead: the next claim is in flight while handlers run, not between
+        # batches. Only while handlers are short (a job waits here for a slot, leased).
+        self.prefetch = min(concurrency, 500) if prefetch is None else prefetch
+        self._ahead: deque[tuple[dict[str, Any], HeldJob]] = deque()
+        self._typical = PREFETCH_BELOW  # seconds a handler takes (moving average)
         self.owner = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stats = WorkerStats()
         self.lease = Lease(self.owner, self.settings, self.stats)
@@ -258,12 +272,15 @@ class Worker:
                     backoff = min(backoff * 2, self.settings.poll_interval)
                     continue
             free = self.concurrency - len(self._running)
-            if free <= 0:
+            # Claiming ahead only while handlers are short: a long one's slot would keep
+            # the jobs claimed ahead from other workers for its whole run.
+            ahead = self.prefetch - len(self._ahead) if self._typical < PREFETCH_BELOW else 0
+            if free <= 0 and ahead <= 0:
                 self._capacity.clear()
                 if self.concurrency - len(self._running) <= 0:
                     await self._capacity.wait()
                 continue
-            want = min(free, self.batch)
+            want = min(max(free, 0), self.batch) + max(ahead, 0)
             self._wake.clear()
             try:
                 claimed = await self._claim_and_start(want)
@@ -279,6 +296,7 @@ class Worker:
             self.ready.set()
             if claimed < want:
                 await self._wait_for_work()
+        self._release_ahead()
 
     async def _claim_and_start(self, limit: int) -> int:
         """Claim up to ``limit`` jobs and start their handlers; returns how many.
@@ -287,14 +305,16 @@ class Worker:
         even if its handler takes the whole process down, so such a job still reaches
         its max_attempts and is dead-lettered instead of crashing workers forever.
         """
+        free = self.concurrency - len(self._running)
         params = {
             "queues": self.queues,
             "kinds": [kind.name for kind in self.app.kinds()],
             "limit": limit,
             "owner": self.owner,
             "lease_s": self.settings.lease,
-            # poison isolation: one suspect at a time (see herald.lease, rescue.sql)
-            "suspects": 0 if self.lease.holds_suspect() else 1,
+            # Poison isolation: one suspect at a time (see herald.lease, rescue.sql), and
+            # only into a free slot, started first: never one claimed ahead.
+            "suspects": 0 if free <= 0 or self.lease.holds_suspect() else 1,
         }
 
         async def claim() -> list[dict[str, Any]]:
@@ -305,9 +325,35 @@ class Worker:
         sent_at = time.monotonic()  # the lease runs from the database's later now
         rows = await bounded(claim(), self.settings.statement_timeout)
         self.stats.claimed += len(rows)
+        if any(row["suspect"] for row in rows):
+            rows.sort(key=lambda row: not row["suspect"])
         for row in rows:
-            self._start(row, sent_at)
+            held = self.lease.hold(row, sent_at)
+            if len(self._running) < self.concurrency and not self._ahead:
+                self._start(row, held)
+            else:  # leased (and heartbeated) now, started when a slot frees
+                self._ahead.append((row, held))
+        self._start_ahead()
         return len(rows)
+
+    def _start_ahead(self) -> None:
+        """Start jobs claimed ahead while slots are free (never once stopping)."""
+        limit = self.settings.self_fence_after
+        while self._ahead and len(self._running) < self.concurrency:
+            if self._stopping.is_set():
+                return
+            row, held = self._ahead.popleft()
+            if held.is_lost or time.monotonic() - held.confirmed > limit:
+                self.lease.handler_done(held, None)  # not ours to start any more
+            else:
+                self._start(row, held)
+
+    def _release_ahead(self) -> None:
+        """Stopping: hand the jobs claimed ahead back, their attempt given back."""
+        while self._ahead:
+            _, held = self._ahead.popleft()
+            outcome = None if held.is_lost else Outcome(held.job_id, held.fence, "release")
+            self.lease.handler_done(held, outcome)
 
     async def _wait_for_work(self) -> None:
         """Until woken (a notification, free capacity, stop) or the poll is due.
@@ -356,8 +402,7 @@ class Worker:
 
     # --- running -----------------------------------------------------------------------
 
-    def _start(self, row: dict[str, Any], confirmed: float) -> None:
-        held = self.lease.hold(row, confirmed)
+    def _start(self, row: dict[str, Any], held: HeldJob) -> None:
         ctx = JobContext(self.lease, held, row, self.executor)
         task = asyncio.create_task(self._execute(ctx, held, row["payload"]))
         held.task = task
@@ -371,6 +416,10 @@ class Worker:
         finally:
             tenancy.leave(acting)
         self._running.pop(ctx.job_id, None)
+        took = time.monotonic() - started
+        self._typical += (took - self._typical) / 8
+        if self._ahead:  # the freed slot goes to a job claimed ahead, at once
+            self._start_ahead()
         if ctx.lease_lost:
             self.stats.lease_lost += 1
         elif outcome is None and ctx.completed_in_transaction:
@@ -380,7 +429,7 @@ class Worker:
         done = "succeeded" if ctx.completed_in_transaction else "lost"
         ended = outcome.outcome if outcome and not ctx.lease_lost else done
         for observe in self.observers:
-            observe(ctx.kind, ended, time.monotonic() - started)
+            observe(ctx.kind, ended, took)
 
 
 async def run_worker(worker: Worker) -> WorkerStats:
