@@ -73,7 +73,6 @@ class WorkerStats:
     self_fenced: int = 0
     deadlines: int = 0
     loop_blocked: int = 0
-    released: int = 0  # claimed ahead, handed back unstarted at shutdown
 
 
 @dataclass(eq=False, slots=True)
@@ -493,8 +492,6 @@ class Lease:
             stats.cancelled += 1
         elif o.outcome == "snooze":
             stats.snoozed += 1
-        elif o.outcome == "release":
-            stats.released += 1
         else:
             stats.retried += 1
 

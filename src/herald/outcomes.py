@@ -23,7 +23,7 @@ class Outcome:
 
     job_id: int
     fence: int
-    outcome: str  # succeeded | retry | snooze | dead | cancelled | release (never started)
+    outcome: str  # succeeded | retry | snooze | dead | cancelled
     delay: float | None = None
     error: str | None = None
     result: str | None = None
@@ -73,7 +73,7 @@ def _numbers(values: list[float | None]) -> str:
 
 
 # What an outcome can be: plain words, which an array literal holds without quotes.
-_OUTCOMES = frozenset({"succeeded", "retry", "snooze", "dead", "cancelled", "release"})
+_OUTCOMES = frozenset({"succeeded", "retry", "snooze", "dead", "cancelled"})
 
 
 def _words(values: list[str]) -> str:

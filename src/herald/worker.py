@@ -5,7 +5,7 @@ Moving parts, each a small loop on one asyncio event loop:
 * fetcher   - claims up to the free capacity with one SKIP LOCKED statement; wakes on
               NOTIFY (a hint) and on its poll timer (the guarantee). While handlers are
               short it also claims ahead: up to ``prefetch`` jobs leased, not yet started,
-              each started the moment a slot frees (see ``_claim_and_start``);
+              each started the moment a slot frees (a graceful stop runs them too);
 * listener  - holds LISTEN on its own connection and reconnects forever; a reconnect
               triggers a poll, since notifications sent meanwhile are gone;
 * the lease protocol (heartbeats, self-fencing watchdog, batched fenced completions) -
@@ -44,7 +44,7 @@ from herald.lease import HeldJob, Lease, StatementDeadline, WorkerStats, bounded
 from herald.loopwatch import LoopWatch
 from herald.maintenance import Maintenance
 from herald.migrate import require_migrated
-from herald.outcomes import Outcome
+from herald.outcomes import SHUTDOWN_ERROR, Outcome
 from herald.registry import Herald
 
 log = logging.getLogger(__name__)
@@ -230,20 +230,27 @@ class Worker:
             await conn.close()
 
     async def _drain(self) -> None:
-        if not self._running:
+        """Let the running handlers end within the grace, and the jobs claimed ahead run
+        as their slots free (each claim already counted an attempt); then cancel."""
+        if not self._running and not self._ahead:
             return
         grace = max(0.0, self._grace_left() - self._tail)
-        log.info("draining %d running jobs (grace %.1fs)", len(self._running), grace)
-        tasks = list(self._running.values())
+        log.info(
+            "draining %d running jobs and %d claimed ahead (grace %.1fs)",
+            len(self._running),
+            len(self._ahead),
+            grace,
+        )
         hard: asyncio.Future[Any] = asyncio.ensure_future(self._hard_stop.wait())
-        await asyncio.wait([*tasks, hard], timeout=grace, return_when=asyncio.FIRST_COMPLETED)
-        while not hard.done() and any(not t.done() for t in tasks) and self._grace_left() > 0:
-            pending = [t for t in tasks if not t.done()]
+        while not hard.done():
+            self._start_ahead()
+            pending = [t for t in self._running.values() if not t.done()]
             left = max(0.0, self._grace_left() - self._tail)
-            if left <= 0:
+            if not pending or left <= 0:
                 break
             await asyncio.wait([*pending, hard], timeout=left, return_when=asyncio.FIRST_COMPLETED)
         hard.cancel()
+        self._abandon_ahead()
         leftover = [t for t in self._running.values() if not t.done()]
         for task in leftover:
             task.cancel()
@@ -296,7 +303,6 @@ class Worker:
             self.ready.set()
             if claimed < want:
                 await self._wait_for_work()
-        self._release_ahead()
 
     async def _claim_and_start(self, limit: int) -> int:
         """Claim up to ``limit`` jobs and start their handlers; returns how many.
@@ -337,10 +343,10 @@ class Worker:
         return len(rows)
 
     def _start_ahead(self) -> None:
-        """Start jobs claimed ahead while slots are free (never once stopping)."""
+        """Start jobs claimed ahead while slots are free (not after a hard stop)."""
         limit = self.settings.self_fence_after
         while self._ahead and len(self._running) < self.concurrency:
-            if self._stopping.is_set():
+            if self._hard_stop.is_set():
                 return
             row, held = self._ahead.popleft()
             if held.is_lost or time.monotonic() - held.confirmed > limit:
@@ -348,12 +354,13 @@ class Worker:
             else:
                 self._start(row, held)
 
-    def _release_ahead(self) -> None:
-        """Stopping: hand the jobs claimed ahead back, their attempt given back."""
+    def _abandon_ahead(self) -> None:
+        """Out of grace: the jobs claimed ahead and not started go back as a running
+        handler cancelled by the shutdown does (their claim counted the attempt)."""
         while self._ahead:
             _, held = self._ahead.popleft()
-            outcome = None if held.is_lost else Outcome(held.job_id, held.fence, "release")
-            self.lease.handler_done(held, outcome)
+            back = Outcome(held.job_id, held.fence, "retry", delay=0.0, error=SHUTDOWN_ERROR)
+            self.lease.handler_done(held, None if held.is_lost else back)
 
     async def _wait_for_work(self) -> None:
         """Until woken (a notification, free capacity, stop) or the poll is due.
@@ -417,7 +424,9 @@ class Worker:
             tenancy.leave(acting)
         self._running.pop(ctx.job_id, None)
         took = time.monotonic() - started
-        self._typical += (took - self._typical) / 8
+        # Capped: one handler stretched by the machine (a preempted process) does not
+        # stop the claiming ahead; a few long ones in a row do.
+        self._typical += (min(took, 4 * PREFETCH_BELOW) - self._typical) / 8
         if self._ahead:  # the freed slot goes to a job claimed ahead, at once
             self._start_ahead()
         if ctx.lease_lost:

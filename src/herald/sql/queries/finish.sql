@@ -3,9 +3,6 @@
 --   dead                    -> terminal, dead letter written in this statement
 --   retry                   -> waiting after delay_s, or dead when attempts are spent
 --   snooze                  -> waiting after delay_s; the attempt is given back
---   release                 -> waiting as it was: claimed ahead, never started (the
---                              worker stopped first); the attempt is given back, and
---                              nothing else about the job changes
 -- Writes whose fence is stale change nothing and are recorded in stale_writes.
 -- One UPDATE decides and writes: its WHERE is re-checked on the row's latest version,
 -- so no separate row lock is taken (and logged) before the update. The clock is read
@@ -17,7 +14,6 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
                WHEN 'cancelled' THEN 'cancelled'
                WHEN 'dead' THEN 'dead'
                WHEN 'snooze' THEN 'waiting'
-               WHEN 'release' THEN 'waiting'
            END::job_state AS fixed_state  -- NULL for 'retry': decided on the row below
     FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[], %(outcomes)s::text[],
                 %(delays)s::float8[], %(errors)s::jsonb[], %(results)s::jsonb[])
@@ -27,8 +23,7 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
     SET state = CASE WHEN i.outcome <> 'retry' THEN i.fixed_state
                      WHEN j.attempt >= j.max_attempts THEN 'dead'::job_state
                      ELSE 'waiting'::job_state END,
-        attempt = CASE WHEN i.outcome IN ('snooze', 'release') THEN j.attempt - 1
-                       ELSE j.attempt END,
+        attempt = CASE WHEN i.outcome = 'snooze' THEN j.attempt - 1 ELSE j.attempt END,
         snoozes = j.snoozes + CASE WHEN i.outcome = 'snooze' THEN 1 ELSE 0 END,
         run_at = CASE WHEN i.outcome = 'snooze'
                            OR (i.outcome = 'retry' AND j.attempt < j.max_attempts)
@@ -38,9 +33,7 @@ WITH clock AS MATERIALIZED (SELECT herald_now() AS now), input AS (
                       ELSE herald_append_error(j.errors, i.error || jsonb_build_object(
                                'at', clk.now, 'attempt', j.attempt)) END,
         result = coalesce(i.result, j.result),
-        -- the attempt ended by itself: it did not take its worker down (a released job
-        -- never ran: it keeps what it had)
-        strikes = CASE WHEN i.outcome = 'release' THEN j.strikes ELSE 0 END,
+        strikes = 0,  -- the attempt ended by itself: it did not take its worker down
         lease_owner = NULL,
         lease_expires_at = NULL,
         finished_at = CASE WHEN i.outcome IN ('succeeded', 'dead', 'cancelled')
