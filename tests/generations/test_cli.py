@@ -81,8 +81,8 @@ async def test_the_generations_commands_read_and_act_on_a_real_database(
     assert code == 0, (out, err)
     done = json.loads(out)
     assert code == 0 and done["action"] == "retry"
-    entries = [e for e in await audit.entries(conn) if e["reason"] == "rebuild after a fix"]
-    assert len(entries) == 1 and entries[0]["actor"].startswith("cli:")
+    entries = [e for e in await audit.entries(conn) if e.reason == "rebuild after a fix"]
+    assert len(entries) == 1 and entries[0].actor.startswith("cli:")
 
     # A secret stored as given by an earlier release is sealed by seal-secrets.
     await conn.execute(

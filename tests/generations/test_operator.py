@@ -71,7 +71,7 @@ async def test_q5_an_operator_finds_owner_failure_affected_output_and_safe_actio
     assert done.json()["decision"]["decision"] == "publish"
     assert done.json()["decision"]["generation"] == 2
     [entry] = await audit.entries(conn, target_type="gen_candidate")
-    assert entry["actor"] == "lead" and entry["reason"] == body["reason"]
+    assert entry.actor == "lead" and entry.reason == body["reason"]
     # The action cannot be repeated on a settled candidate.
     again = await api.http.post(f"{PATH}/actions", json=body, headers=api.as_("lead"))
     assert again.status_code == 409
@@ -95,5 +95,5 @@ async def test_running_tasks_show_lease_and_fence_and_a_queued_task_can_be_skipp
     ).json()
     assert got["state"] == "settled"
     assert got["partitions_detail"][0]["job_state"] == "cancelled"
-    actions = [e["action"] for e in await audit.entries(conn)]
+    actions = [e.action for e in await audit.entries(conn)]
     assert "generations.skip" in actions and "cancel" in actions

@@ -138,12 +138,12 @@ async def test_resolving_needs_a_reason_and_is_audited(
         rebuilt = await plan(gens, conn, [good["id"]], purpose="repair")
         assert (await settled(conn, rebuilt["id"]))["partitions_detail"][0]["state"] == "published"
     entries = await audit.entries(conn, target_type="gen_quarantine")
-    assert [(e["actor"], e["action"]) for e in entries] == [
+    assert [(e.actor, e.action) for e in entries] == [
         ("ops:ana", "generations.quarantine.discard"),
         ("ops:ana", "generations.quarantine.replay"),
     ]
     entry = entries[1]
-    assert entry["before"]["state"] == "held" and entry["after"]["state"] == "replayed"
+    assert entry.before["state"] == "held" and entry.after["state"] == "replayed"
 
 
 @pytest.mark.slow

@@ -220,7 +220,7 @@ async def test_q6_security_observability_and_cost_follow_the_contract(
         headers=api.as_("oncall"),
     )
     assert done.status_code == 200
-    actions = {(e["actor"], e["action"]) for e in await audit.entries(conn)}
+    actions = {(e.actor, e.action) for e in await audit.entries(conn)}
     assert {
         ("oncall", "generations.subscribe"),
         ("oncall", "generations.quarantine.discard"),

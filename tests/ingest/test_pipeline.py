@@ -100,10 +100,10 @@ async def test_a_fetch_waits_while_another_attempt_still_holds_the_provider(
         async with running_worker(app, settings):
             for _ in range(200):
                 job = await client.get_job(admitted.id)
-                if job is not None and job["snoozes"] >= 2:
+                if job is not None and job.snoozes >= 2:
                     break
                 await asyncio.sleep(0.05)
-            assert job is not None and job["state"] in ("waiting", "running")
+            assert job is not None and job.state in ("waiting", "running")
             assert sandbox.requests("acme") == 0
             cur = await conn.execute("SELECT count(*) AS n FROM ingest_runs")
             assert (await cur.fetchone() or {})["n"] == 0

@@ -27,6 +27,7 @@ from herald.ops import audit, deadletters
 from herald.ops.crypto import CipherError
 from herald.ops.errors import NotFound
 from herald.registry import Herald
+from herald.rows import to_dict
 from herald.social import accounts, admission, records
 from herald.social.runtime import SocialRuntime, social_runtime
 from herald.social.tracing import traced_admission, traced_request
@@ -257,7 +258,8 @@ async def show_job(job_id: IdPath, state: State, _: Reader) -> dict[str, Any]:
     job = await state.client.get_job(job_id)
     if job is None:
         raise NotFound("job", job_id)
-    shown = public_row(job, values=("payload", "checkpoint", "result"))
+    row = to_dict(job)
+    shown = public_row(row, values=("payload", "checkpoint", "result"))
     answer: dict[str, Any] = {
         k: shown[k]
         for k in (
@@ -277,9 +279,9 @@ async def show_job(job_id: IdPath, state: State, _: Reader) -> dict[str, Any]:
             "replay_of",
         )
     }
-    if str(job["kind"]).startswith(f"{admission.SERVICE}."):
+    if job.kind.startswith(f"{admission.SERVICE}."):
         async with state.client.pool.connection() as conn:
-            post = await records.post_of_job(conn, job)
+            post = await records.post_of_job(conn, row)
         if post is not None:
             answer["post"] = public_row(post)
     return answer

@@ -116,7 +116,7 @@ async def _current_schedule(conn: AsyncConn, schedule_id: int | None) -> str | N
     if schedule_id is None:
         return None
     row = await get_schedule(conn, schedule_id)
-    return None if row is None else row.get("cron")
+    return None if row is None else row.cron
 
 
 async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int:

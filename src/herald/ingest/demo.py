@@ -89,8 +89,8 @@ async def _run_until_processed(
         deadline = time.monotonic() + _TIMEOUT
         while time.monotonic() < deadline:
             job = await client.get_job(job_id)
-            if job is not None and job["state"] not in ACTIVE_JOB_STATES:
-                result = job["result"] or {}
+            if job is not None and job.state not in ACTIVE_JOB_STATES:
+                result = job.result or {}
                 if "run_id" not in result:
                     return None
                 async with client.pool.connection() as conn:

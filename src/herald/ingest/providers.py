@@ -247,7 +247,7 @@ async def _sync_schedule(
         actor=INGEST_ACTOR,
         reason=reason,
     )
-    return int(row["id"])
+    return row.id
 
 
 async def fetch_settings(conn: AsyncConn, name: str) -> FetchSettings:
