@@ -10,6 +10,10 @@ answer it as a dict (``herald.db.Row``) from any connection, a caller's plain on
 included; ``one_row`` is for a statement that always answers a row (an INSERT ...
 RETURNING, an aggregate) and says which statement broke that promise instead of
 leaving ``None`` for the caller to trip on.
+
+Where a typed row leaves Python as a mapping (a JSON answer, a CLI table, an audit
+snapshot), ``to_dict`` gives its columns in order with enums as their text: the same
+mapping the statement's dict row was.
 """
 
 from __future__ import annotations
