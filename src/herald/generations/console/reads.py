@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from herald.console import Caller, Missing
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.generations import backfill, operator, quarantine, records
 from herald.generations.errors import NotFound
+from herald.generations.rows import Decision, Manifest
 from herald.generations.shared import Generations, installed
+from herald.rows import all_rows, fetch_all, fetch_one, maybe_row
 
 # Run and task states as the console's badges colour them (badge class, label).
 TONES = {
@@ -62,24 +66,40 @@ async def session(caller: Caller) -> AsyncIterator[tuple[Generations, AsyncConn]
         raise Missing(str(exc)) from None
 
 
-async def datasets(caller: Caller) -> list[Row]:
+@dataclass(frozen=True)
+class DatasetSummary:
+    """A dataset as the list of datasets shows it (``generations_console_datasets``)."""
+
+    name: str
+    owner: str
+    schema_version: int
+    created_at: datetime
+    published_partitions: int
+    running_tasks: int
+    waiting_candidates: int
+    held: int
+    backfills: int
+
+
+async def datasets(caller: Caller) -> list[DatasetSummary]:
     async with session(caller) as (_, conn):
-        return await records.rows(conn, "generations_console_datasets", {})
+        return await fetch_all(conn, "generations_console_datasets", {}, DatasetSummary)
 
 
 async def dataset(caller: Caller, name: str) -> dict[str, Any]:
     async with session(caller) as (_, conn):
         found = await records.dataset(conn, name)
         key = {"dataset": name, "partition": None, "limit": 50}
+        held = [item.to_json() for item in await quarantine.held_items(conn, name)]
         return {
             "dataset": found,
-            "partitions": await records.rows(conn, "generations_console_partitions", key),
-            "backfills": await records.rows(conn, "generations_console_backfills", key),
-            "quarantined": _redacted(caller, await quarantine.held_items(conn, name)),
+            "partitions": await all_rows(conn, "generations_console_partitions", key),
+            "backfills": await all_rows(conn, "generations_console_backfills", key),
+            "quarantined": _redacted(caller, held),
         }
 
 
-def _redacted(caller: Caller, items: list[Row]) -> list[Row]:
+def _redacted(caller: Caller, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Quarantined samples are source data: shown to ``operate`` keys only."""
     if caller.allows("operate"):
         return items
@@ -91,12 +111,10 @@ async def partition(caller: Caller, name: str, part: str) -> dict[str, Any]:
     async with session(caller) as (gens, conn):
         view = await operator.partition_view(gens, conn, name, part)
         key = {"dataset": name, "partition": part, "limit": 50}
-        view["history"] = await records.rows(conn, "generations_console_history", key)
-        view["backfills"] = await records.rows(conn, "generations_console_backfills", key)
-        view["deliveries"] = await records.rows(
-            conn, "generations_console_partition_deliveries", key
-        )
-        view["manual"] = await records.rows(conn, "generations_console_partition_audit", key)
+        view["history"] = await all_rows(conn, "generations_console_history", key)
+        view["backfills"] = await all_rows(conn, "generations_console_backfills", key)
+        view["deliveries"] = await all_rows(conn, "generations_console_partition_deliveries", key)
+        view["manual"] = await all_rows(conn, "generations_console_partition_audit", key)
     view["quarantined"] = _redacted(caller, view["quarantined"])
     held = {q["manifest_id"]: q["id"] for q in view["quarantined"] if q["manifest_id"]}
     for source in view["late_sources"]:
@@ -120,14 +138,12 @@ async def lineage(caller: Caller, name: str, part: str, number: int) -> dict[str
     """A generation: its publication, candidate, run, inputs, and its neighbours."""
     async with session(caller) as (_, conn):
         key = {"dataset": name, "partition": part}
-        found = await records.one(conn, "generations_console_generation",
-                                  {**key, "generation": number})  # fmt: skip
+        found = await maybe_row(conn, "generations_console_generation",
+                                {**key, "generation": number})  # fmt: skip
         if found is None:
             raise Missing(f"{name}/{part} has no generation {number}")
-        inputs = await records.rows(
-            conn, "generations_manifests_get", {"ids": found["manifest_ids"]}
-        )
-        history = await records.rows(conn, "generations_console_history", {**key, "limit": 1000})
+        inputs = await records.manifests(conn, found["manifest_ids"])
+        history = await all_rows(conn, "generations_console_history", {**key, "limit": 1000})
     generations_of = {row["generation"]: row for row in history}
     replaced = generations_of.get(number - 1)
     return {
@@ -147,11 +163,11 @@ async def lineage(caller: Caller, name: str, part: str, number: int) -> dict[str
 async def manifest(caller: Caller, ident: int) -> dict[str, Any]:
     """An input and everything that used it: generations, runs (lineage backwards)."""
     async with session(caller) as (_, conn):
-        found = await records.one(conn, "generations_console_manifest", {"id": ident})
+        found = await fetch_one(conn, "generations_console_manifest", {"id": ident}, Manifest)
         if found is None:
             raise Missing(f"input manifest {ident} does not exist")
-        uses = await records.rows(
-            conn, "generations_console_manifest_uses", {"dataset": found["dataset"], "id": ident}
+        uses = await all_rows(
+            conn, "generations_console_manifest_uses", {"dataset": found.dataset, "id": ident}
         )
     return {
         "manifest": found,
@@ -163,13 +179,13 @@ async def manifest(caller: Caller, ident: int) -> dict[str, Any]:
 async def run(caller: Caller, ident: int) -> dict[str, Any]:
     async with session(caller) as (_, conn):
         status = await records.run_status(conn, ident)
-        inputs = await records.rows(
-            conn, "generations_manifests_get", {"ids": status["manifest_ids"]}
+        inputs = await records.manifests(conn, status["manifest_ids"])
+        decisions = await fetch_all(
+            conn, "generations_decisions_of_run", {"run_id": ident}, Decision
         )
-        decisions = await records.rows(conn, "generations_decisions_of_run", {"run_id": ident})
     return {"run": status, "inputs": inputs, "decisions": decisions}
 
 
-async def backfill_progress(caller: Caller, ident: int) -> Row:
+async def backfill_progress(caller: Caller, ident: int) -> dict[str, Any]:
     async with session(caller) as (_, conn):
         return await backfill.progress(conn, ident)
