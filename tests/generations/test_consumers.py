@@ -41,7 +41,7 @@ async def test_publications_reach_a_subscribed_webhook_signed_retried_and_dedupl
             reason="finance reads orders",
         )
         state.secret = secret
-        assert "secret" not in sub
+        assert "secret" not in sub.to_json()
         m1 = await land(gens, conn, "a.jsonl", orders_file(0, 10))
         queues = ("generations", "generations.deliver")
         async with worker(gens, settings, queues=queues):

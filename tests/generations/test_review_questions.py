@@ -62,7 +62,7 @@ async def test_q1_a_producer_tells_rejected_accepted_delayed_and_completed(
         await settled(conn, accepted.json()["id"])
         late = await land(gens, conn, "late.jsonl", orders_file(5, 2))
         delayed = (await api.http.post(RUNS, json=body, headers=api.as_("oncall"))).json()
-        await left_queue(conn, delayed.id)
+        await left_queue(conn, delayed["id"])
         bad = await land(gens, conn, "bad.jsonl", b'{"order_id": "x"}\n')
         rejected = (
             await api.http.post(
@@ -71,7 +71,7 @@ async def test_q1_a_producer_tells_rejected_accepted_delayed_and_completed(
                 headers=api.as_("oncall"),
             )
         ).json()
-        await settled(conn, rejected.id)
+        await settled(conn, rejected["id"])
 
     async def status(run_id: int) -> tuple[str, str]:
         got = (await api.http.get(f"{RUNS}/{run_id}", headers=api.as_("reader"))).json()
@@ -79,9 +79,9 @@ async def test_q1_a_producer_tells_rejected_accepted_delayed_and_completed(
         return part["status"], part["detail"]
 
     assert (await status(accepted.json()["id"]))[0] == "completed"
-    delayed_status, why = await status(delayed.id)
+    delayed_status, why = await status(delayed["id"])
     assert delayed_status == "delayed" and f"accepted manifests {late.id}" in why
-    rejected_status, why = await status(rejected.id)
+    rejected_status, why = await status(rejected["id"])
     assert rejected_status == "rejected" and "bad_record" in why
 
 
