@@ -17,14 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from herald.console import Action, Caller, Done
 from herald.console.registry import PerformFn, Skip, per_target
 from herald.generations import operator, quarantine
 from herald.generations.console.reads import session
-from herald.generations.rows import CandidateState, QuarantineState, TaskState
+from herald.generations.rows import CandidateState, QuarantineItem, TaskState
 from herald.rows import fetch_one
 
 NO_PARTITION = "-"
@@ -80,24 +79,6 @@ class TaskReview:
     job_state: str | None
     lease_owner: str | None
     fence: int | None
-
-
-@dataclass(frozen=True)
-class HeldReview:
-    """A quarantined item as an action's review reads it
-    (``generations_console_quarantine_item``)."""
-
-    id: int
-    dataset: str
-    manifest_id: int | None
-    run_id: int | None
-    partition: str | None
-    owner: str
-    reason_code: str
-    detail: str
-    state: QuarantineState
-    quarantined_at: datetime
-    expires_at: datetime
 
 
 @dataclass(frozen=True)
@@ -308,7 +289,7 @@ def _on_task(action: str) -> PerformFn:
 
 _item = _loader(
     "generations_console_quarantine_item",
-    HeldReview,
+    QuarantineItem,
     lambda found: {"id": found.ident},
     lambda row, found: (
         (row.dataset, row.partition or NO_PARTITION) == (found.dataset, found.partition)
@@ -316,23 +297,25 @@ _item = _loader(
 )
 
 
-def _item_named(row: HeldReview) -> str:
+def _item_named(row: QuarantineItem) -> str:
     where = f"/{row.partition}" if row.partition else ""
     return f"quarantined item {row.id} of {row.dataset}{where} ({row.reason_code})"
 
 
-def _held(effect: Callable[[HeldReview], str]) -> Callable[[Caller, HeldReview], str | Skip]:
+def _held(
+    effect: Callable[[QuarantineItem], str],
+) -> Callable[[Caller, QuarantineItem], str | Skip]:
     return _only_when("held", _item_named, effect)
 
 
-def _repair_effect(row: HeldReview) -> str:
+def _repair_effect(row: QuarantineItem) -> str:
     return (
         f"Mark {_item_named(row)} as repaired (its source fixed the input elsewhere): it "
         "leaves the quarantine; nothing is rebuilt."
     )
 
 
-def _replay_effect(row: HeldReview) -> str:
+def _replay_effect(row: QuarantineItem) -> str:
     if row.run_id is None or not row.partition:
         return (
             f"Release {_item_named(row)} as replayed: it names no run's task, so nothing is "
@@ -345,7 +328,7 @@ def _replay_effect(row: HeldReview) -> str:
     )
 
 
-def _drop_effect(row: HeldReview) -> str:
+def _drop_effect(row: QuarantineItem) -> str:
     return (
         f"Discard {_item_named(row)}: it leaves the quarantine and is never read again; "
         "the partition keeps its current generation."
