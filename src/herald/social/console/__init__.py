@@ -15,11 +15,10 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from herald import sql
 from herald.console import Caller, Missing, NavEntry, Signed, application_extension, render
 from herald.console.data import audit_entries
 from herald.console.web import choice, identifier, number, query
-from herald.rows import fetch_all
+from herald.rows import fetch_all, fetch_one
 from herald.social.accounts import LinkedAccount, list_accounts
 from herald.social.console.actions import ACTIONS
 
@@ -44,6 +43,30 @@ class ListedPost:
     platform_url: str | None
     error: str | None
     created_at: dt.datetime
+    published_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class PostDetail:
+    """One post in full with its account's provider (``social_post_get``)."""
+
+    id: int
+    owner: str
+    account_id: int
+    provider: str
+    message: str
+    media_url: str | None
+    idempotency_key: str
+    job_id: int | None
+    state: str  # one of POST_STATES
+    step: str | None
+    media: Any  # what the media step uploaded (JSON), if it ran
+    publish_started_at: dt.datetime | None
+    platform_post_id: str | None
+    platform_url: str | None
+    error: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
     published_at: dt.datetime | None
 
 
@@ -88,11 +111,11 @@ async def social(request: Request, caller: Signed) -> Response:
 async def post(post_id: str, request: Request, caller: Signed) -> Response:
     chosen = identifier(post_id, "post id")
     async with caller.state.client.pool.connection() as conn:
-        cur = await conn.execute(sql.query("social_post_get"), {"id": chosen, "job_id": None})
-        found = await cur.fetchone()
+        params = {"id": chosen, "job_id": None}
+        found = await fetch_one(conn, "social_post_get", params, PostDetail)
     if found is None:
         raise Missing(f"social post {post_id} does not exist")
-    job = await caller.state.client.get_job(found["job_id"]) if found["job_id"] else None
+    job = await caller.state.client.get_job(found.job_id) if found.job_id else None
     return await render(request, "social/post.html", caller, post=found, job=job)
 
 
