@@ -268,7 +268,7 @@ async def test_social_names_and_keys_are_each_tenants_own(client: Client) -> Non
         with tenancy.acting_as(tenant):
             async with client.pool.connection() as conn:
                 user = await create_user(conn, "alice", f"alice@{tenant}.example.org")
-                assert user["username"] == "alice"
+                assert user.username == "alice"
                 cur = await conn.execute(sql.query("social_post_key_claim"), claim)
                 fresh = await cur.fetchone()
                 assert fresh is not None and fresh["claimed"]  # a fresh key in each tenant

@@ -39,7 +39,7 @@ async def _declare(gens: Generations, conn: AsyncConn, rate: float) -> int:
         actor="ops:ana",
         reason="v18 fixes currency",
     )
-    return int(row["id"])
+    return row.id
 
 
 @pytest.mark.slow

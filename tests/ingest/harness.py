@@ -11,7 +11,7 @@ from herald.client import Client
 from herald.config import Settings
 from herald.db import AsyncConn, Row, connect, conninfo
 from herald.ingest.jobs import IngestConfig, register_ingest
-from herald.ingest.providers import ProviderSpec, save_provider
+from herald.ingest.providers import Provider, ProviderSpec, save_provider
 from herald.ops.audit import Note
 from herald.registry import Herald
 from herald.rows import to_dict
@@ -34,7 +34,7 @@ async def open_conn(settings: Settings) -> AsyncConn:
     return await connect(conninfo(settings.database_url, settings.schema))
 
 
-async def add_provider(conn: AsyncConn, name: str, url: str, **options: Any) -> Row:
+async def add_provider(conn: AsyncConn, name: str, url: str, **options: Any) -> Provider:
     spec = ProviderSpec(
         name=name, url=url, attempts=2, backoff_base=0.05, backoff_cap=0.1, **options
     )

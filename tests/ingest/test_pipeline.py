@@ -127,7 +127,7 @@ async def test_a_provider_schedule_fires_the_same_one_fetch_as_manual_triggers(
         manual = await request_fetch(client, "acme")
         await conn.execute(
             "UPDATE schedules SET next_due_at = herald_now() - interval '5 seconds' WHERE id = %s",
-            (row["schedule_id"],),
+            (row.schedule_id,),
         )
         scheduler = Scheduler(client)
         fired = await scheduler.tick()
@@ -139,7 +139,7 @@ async def test_a_provider_schedule_fires_the_same_one_fetch_as_manual_triggers(
         )
         await conn.execute(
             "UPDATE schedules SET next_due_at = herald_now() - interval '5 seconds' WHERE id = %s",
-            (row["schedule_id"],),
+            (row.schedule_id,),
         )
         fired = await scheduler.tick()
         assert fired.fired == 1 and fired.in_progress == 0

@@ -12,6 +12,7 @@ accepted once and never shown again; answers name accounts by id.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
@@ -122,7 +123,8 @@ async def create_user(body: UserIn, state: State, principal: Operator) -> dict[s
     note = audit.Note(principal.name, body.reason or audit.NO_REASON)
     try:
         async with state.client.pool.connection() as conn:
-            return await accounts.create_user(conn, body.username, body.email, note=note)
+            user = await accounts.create_user(conn, body.username, body.email, note=note)
+        return dataclasses.asdict(user)
     except accounts.InvalidAccount as exc:
         raise Problem(422, "invalid-user", str(exc)) from None
 
