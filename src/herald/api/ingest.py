@@ -27,6 +27,7 @@ from herald.api.state import ApiState, State
 from herald.db import conninfo, database_url
 from herald.ingest import search as searching
 from herald.ingest.providers import (
+    Provider,
     ProviderError,
     ProviderSpec,
     UnknownProvider,
@@ -76,8 +77,8 @@ class FetchIn(Strict):
     reason: Reason | None = None
 
 
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    return dict(jsonable_encoder(shown(row)))
+def _plain(provider: Provider) -> dict[str, Any]:
+    return dict(jsonable_encoder(shown(provider)))
 
 
 @router.get("/v1/ingest/providers", responses=responses(401, 403))
