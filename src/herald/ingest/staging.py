@@ -126,7 +126,6 @@ class RunStager:
         self.staged = 0
         self.quarantined = 0
         self.rejected = 0
-        self._buffer_made = False  # the session's buffer exists (created by a committed batch)
 
     async def __call__(self, batch: Batch) -> None:
         # The fetcher cancels a write in flight when the body breaks; a COPY cut short
@@ -160,9 +159,8 @@ class RunStager:
                     "rejected": len(batch.rejected),
                 },
             )
-            if batch.records and not self._buffer_made:
-                await conn.execute(sql.query("ingest_stage_buffer"))
             if batch.records:
+                await conn.execute(sql.query("ingest_stage_buffer"))
                 cursor = conn.cursor()
                 set_json_dumps(_as_is, cursor)
                 async with cursor.copy(sql.query("ingest_stage_copy")) as copy:
@@ -190,9 +188,6 @@ class RunStager:
             kept = batch.rejected[: max(0, room)]
             if kept:
                 await conn.execute(sql.query("ingest_quarantine_insert"), self._quarantine(kept))
-        # Created in a transaction that committed: it stays for the session (a rolled
-        # back one would have taken it along, so it is made again then).
-        self._buffer_made = self._buffer_made or bool(batch.records)
         self.staged += len(batch.records)
         self.rejected += len(batch.rejected)
         self.quarantined += len(kept)
