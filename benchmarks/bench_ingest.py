@@ -20,8 +20,10 @@ sandbox in a process of its own serving the snapshot over loopback HTTP.
   then two processing processes) run one after another in other processes (each
   ingesting figure says which phase was running when it ended). The bulkhead is sized
   to the largest concurrency so latency, not refusal, is measured (refusals are printed
-  too). Each round starts with an unmeasured warm-up (a connection per caller, the
-  statement prepared on each). Then the ratio of p99 while ingesting to idle p99 per
+  too). The ingesting rounds run once in the fetch phase and once in the processing
+  phase (``--ingesting-phases``): each round waits for its phase to begin. Each round
+  starts with an unmeasured warm-up (a connection per caller, the statement prepared on
+  each). Then the ratio of p99 while ingesting to idle p99 per
   concurrency (the aim: at most 2x), and the background ingestion's own rate while
   searched (what yielding to searches costs it).
 
@@ -264,11 +266,19 @@ async def main_async(args: argparse.Namespace) -> None:
 
     pacing = PacingConfig.from_env()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
-    print(f"Ingestion pacing: duty {pacing.duty:g} while searches run, nice {pacing.nice}")
+    print(
+        f"Ingestion pacing: duty {pacing.duty:g} while searches run, nice {pacing.nice};"
+        f" the provider sandbox at nice {args.provider_nice}"
+    )
     async with await connect(conninfo(url, "public")) as conn:
         cur = await conn.execute("SHOW server_version")
         print(f"PostgreSQL {(await cur.fetchone() or {}).get('server_version')}")
     with spawn_sandbox() as sandbox:
+        # The provider runs on a host of its own in production; here it shares the cores
+        # with the searches, so it runs at a lower priority (--provider-nice) rather
+        # than stand in for search-side load. Same for every figure and both sides of
+        # a side-by-side run.
+        os.setpriority(os.PRIO_PROCESS, sandbox.process.pid, args.provider_nice)
         for plans in args.sizes:
             schema = await _fresh_schema(url)
             try:
@@ -322,19 +332,23 @@ async def _search_figures(
     # while one runs, and a 1M-plan ingestion need not be repeated for each round.
     ingesting = _Ingesting(schema, f"{base}/feeds/busy?plans={plans}&zones=3&seed=9", args.batch)
     background = asyncio.create_task(ingesting.run())
-    ratios = []
+    ratios: list[str] = []
     try:
-        for concurrency in args.concurrency:
-            p50, p99, rps, refused = await search_load(
-                url, schema, concurrency, args.search_seconds
-            )
-            ratios.append(f"{concurrency} callers {p99 / idle[concurrency]:.2f}x")
-            print(
-                f"search ingesting, {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms"
-                f"  p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}"
-                f"  [load {_load()}, {ingesting.phase}]",
-                flush=True,
-            )
+        # Each round starts in the phase it is for (fetching: the parser, COPY and the
+        # provider; processing: the upserts), so both are measured at any size.
+        for phase in args.ingesting_phases:
+            for concurrency in args.concurrency:
+                await ingesting.reach(phase, background)
+                p50, p99, rps, refused = await search_load(
+                    url, schema, concurrency, args.search_seconds
+                )
+                ratios.append(f"{phase} {concurrency} callers {p99 / idle[concurrency]:.2f}x")
+                print(
+                    f"search ingesting, {concurrency:>2} callers ({plans:,} plans): "
+                    f"p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}"
+                    f"  [load {_load()}, started {phase}, ended in {ingesting.phase}]",
+                    flush=True,
+                )
     finally:
         await ingesting.stop(background)
     print(f"p99 ingesting / idle ({plans:,} plans): {', '.join(ratios)} (aim: at most 2x)")
@@ -351,6 +365,7 @@ class _Ingesting:
     def __init__(self, schema: str, feed: str, batch: int) -> None:
         self.schema, self.feed, self.batch = schema, feed, batch
         self.phase = "starting"
+        self._changed = asyncio.Event()
         self._children: list[subprocess.Popen[str]] = []
         self._stopped = False
         self.fetched: list[dict[str, Any]] = []
@@ -360,14 +375,14 @@ class _Ingesting:
         cycle = 0
         while not self._stopped:
             cycle += 1
-            self.phase = f"ingestion {cycle} fetching"
+            self._enter(f"ingestion {cycle} fetching")
             self._children = [_spawn("fetch", self.schema, "busy", self.feed)]
             results = await self._wait()
             if results is None:
                 return
             self.fetched.append(results[0])
             run_id = int(results[0].get("run_id", 0))
-            self.phase = f"ingestion {cycle} processing"
+            self._enter(f"ingestion {cycle} processing")
             started = time.monotonic()
             self._children = [
                 _spawn("process", self.schema, str(run_id), str(self.batch)) for _ in range(2)
@@ -399,6 +414,21 @@ class _Ingesting:
             f"fetch+stage {rate(self.fetched, 'plans')}; "
             f"processing (2 processes) {rate(self.processed, 'done')}"
         )
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def reach(self, phase: str, task: asyncio.Task[None]) -> None:
+        """Return once an ingestion is in ``phase`` (fetching or processing)."""
+        while not self.phase.endswith(phase):
+            changed = asyncio.ensure_future(self._changed.wait())
+            await asyncio.wait({changed, task}, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            if task.done():
+                task.result()  # an ingesting child failed: raise its error
+                raise SystemExit("the ingestions ended before the rounds")
 
     async def _wait(self) -> list[dict[str, Any]] | None:
         """The children's results (None once stopped); a child failing ends the benchmark."""
@@ -436,6 +466,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--search-seconds", type=float, default=10.0)
+    parser.add_argument("--provider-nice", type=int, default=10, choices=range(20))
+    parser.add_argument(
+        "--ingesting-phases",
+        nargs="+",
+        choices=["fetching", "processing"],
+        default=["fetching", "processing"],
+        help="the ingestion phases the ingesting rounds are measured in",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 
