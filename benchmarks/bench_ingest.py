@@ -28,7 +28,7 @@ sandbox in a process of its own serving the snapshot over loopback HTTP.
   searched (what yielding to searches costs it).
 
 The ingesting children yield to searches as the jobs do (:mod:`herald.ingest.pacing`):
-``HERALD_INGEST_DUTY=1 HERALD_INGEST_NICE=0`` runs them without yielding, for
+``HERALD_INGEST_DUTY_CYCLE=1 HERALD_INGEST_NICE=0`` runs them without yielding, for
 side-by-side runs.
 
 Run from the repository root::
@@ -101,7 +101,7 @@ async def child_fetch(schema: str, provider: str, url: str) -> dict[str, Any]:
         run = await start_run(conn, provider, job["id"], 1)
         stager = RunStager(conn, run["id"], provider, 1)
         # As the fetch job does: a lower priority, and a rest between batches while
-        # searches run (HERALD_INGEST_NICE, HERALD_INGEST_DUTY).
+        # searches run (HERALD_INGEST_NICE, HERALD_INGEST_DUTY_CYCLE).
         pacing = PacingConfig.from_env()
         lower_priority(pacing.nice)
         pacer = Pacer.on(conn, pacing)
@@ -267,7 +267,8 @@ async def main_async(args: argparse.Namespace) -> None:
     pacing = PacingConfig.from_env()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
     print(
-        f"Ingestion pacing: duty {pacing.duty:g} while searches run, nice {pacing.nice};"
+        f"Ingestion pacing: duty cycle {pacing.duty_cycle:g} while searches run,"
+        f" nice {pacing.nice};"
         f" the provider sandbox at nice {args.provider_nice}"
     )
     async with await connect(conninfo(url, "public")) as conn:

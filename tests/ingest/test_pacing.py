@@ -45,7 +45,7 @@ def _pacer(
     async def probe() -> bool:
         return asked.pop(0)
 
-    config = PacingConfig(duty=duty, probe_every=probe_every, max_pause=max_pause)
+    config = PacingConfig(duty_cycle=duty, probe_every=probe_every, max_pause=max_pause)
     return Pacer(config, probe, clock=clock, sleep=clock.sleep)
 
 
@@ -90,13 +90,13 @@ async def test_duty_one_never_asks_and_never_rests() -> None:
 
 
 def test_pacing_settings_come_from_the_environment_and_are_checked() -> None:
-    config = IngestConfig.from_env({"HERALD_INGEST_DUTY": "0.3", "HERALD_INGEST_NICE": "5"})
-    assert (config.pacing.duty, config.pacing.nice) == (0.3, 5)
+    config = IngestConfig.from_env({"HERALD_INGEST_DUTY_CYCLE": "0.3", "HERALD_INGEST_NICE": "5"})
+    assert (config.pacing.duty_cycle, config.pacing.nice) == (0.3, 5)
     assert IngestConfig.from_env({}).pacing == PacingConfig()
     for env in (
-        {"HERALD_INGEST_DUTY": "0"},
-        {"HERALD_INGEST_DUTY": "1.5"},
-        {"HERALD_INGEST_DUTY": "half"},
+        {"HERALD_INGEST_DUTY_CYCLE": "0"},
+        {"HERALD_INGEST_DUTY_CYCLE": "1.5"},
+        {"HERALD_INGEST_DUTY_CYCLE": "half"},
         {"HERALD_INGEST_NICE": "20"},
         {"HERALD_INGEST_NICE": "-1"},
         {"HERALD_INGEST_NICE": "2.5"},
@@ -134,7 +134,7 @@ async def test_processing_rests_between_batches_while_searching_and_every_row_is
         async def searching() -> bool:
             return True
 
-        pacer = Pacer(PacingConfig(duty=0.5), searching)
+        pacer = Pacer(PacingConfig(duty_cycle=0.5), searching)
         stats = await drain_run(conn, run_id, "w", batch=100, pace=pacer.breathe)
         cur = await conn.execute(
             "SELECT count(*) FILTER (WHERE state = 'done' AND attempts = 1) AS once, "

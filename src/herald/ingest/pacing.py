@@ -10,7 +10,7 @@ are the larger part. Two measures keep ingestion out of the way:
   cannot reach the database backends, and it is skipped in a process that also serves
   the search API (``herald up``): it would slow the API with it.
 - :class:`Pacer` works between batches: while searches are being served, it sleeps
-  after each batch so that ingestion works only ``HERALD_INGEST_DUTY`` of the wall time
+  after each batch so that ingestion works only ``HERALD_INGEST_DUTY_CYCLE`` of the wall time
   (0.5: a batch that took 80 ms is followed by 80 ms of rest). The pause bounds what
   the ingestion's backends take from the server while searches run, whatever the
   process's priority. With no search running, ingestion goes at full speed.
@@ -51,15 +51,17 @@ _SERVES_SEARCH = False  # set by the API's search service: never lower this proc
 class PacingConfig:
     """How ingestion yields to search (see the module docstring)."""
 
-    duty: float = 0.5  # share of wall time ingestion works while searches run (1: never yield)
+    duty_cycle: float = (
+        0.5  # share of wall time ingestion works while searches run (1: never yield)
+    )
     nice: int = 10  # niceness an ingestion process raises itself to (0: unchanged)
     probe_every: float = 0.5  # seconds a "searches are running" answer is reused
     recent: float = 1.0  # a search session active this many seconds ago still counts
     max_pause: float = 2.0  # longest pause after one batch
 
     def __post_init__(self) -> None:
-        if not 0 < self.duty <= 1:
-            raise ConfigError("HERALD_INGEST_DUTY must be above 0 and at most 1")
+        if not 0 < self.duty_cycle <= 1:
+            raise ConfigError("HERALD_INGEST_DUTY_CYCLE must be above 0 and at most 1")
         if not 0 <= self.nice <= 19:
             raise ConfigError("HERALD_INGEST_NICE must be between 0 and 19")
         if min(self.probe_every, self.recent, self.max_pause) <= 0:
@@ -67,17 +69,17 @@ class PacingConfig:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> PacingConfig:
-        """``HERALD_INGEST_DUTY`` and ``HERALD_INGEST_NICE`` (unset or empty: defaults)."""
+        """``HERALD_INGEST_DUTY_CYCLE`` and ``HERALD_INGEST_NICE`` (unset or empty: defaults)."""
         env = os.environ if environ is None else environ
-        duty, nice = env.get("HERALD_INGEST_DUTY") or "", env.get("HERALD_INGEST_NICE") or ""
+        duty, nice = env.get("HERALD_INGEST_DUTY_CYCLE") or "", env.get("HERALD_INGEST_NICE") or ""
         try:
             return cls(
-                duty=float(duty) if duty else cls.duty,
+                duty_cycle=float(duty) if duty else cls.duty_cycle,
                 nice=int(nice) if nice else cls.nice,
             )
         except ValueError:
             raise ConfigError(
-                f"HERALD_INGEST_DUTY must be a number and HERALD_INGEST_NICE a whole number, "
+                f"HERALD_INGEST_DUTY_CYCLE must be a number and HERALD_INGEST_NICE a whole number, "
                 f"got {duty!r} and {nice!r}"
             ) from None
 
@@ -117,7 +119,7 @@ async def searches_running(
 
 class Pacer:
     """Call :meth:`breathe` between batches: while ``probe`` says searches run, it rests
-    so that the work since the last call is ``duty`` of the time."""
+    so that the work since the last call is ``duty_cycle`` of the time."""
 
     def __init__(
         self,
@@ -155,7 +157,7 @@ class Pacer:
         return self._busy
 
     async def breathe(self) -> None:
-        duty = self.config.duty
+        duty = self.config.duty_cycle
         now = self._clock()
         worked = now - self._resumed
         if duty < 1 and worked > 0 and await self._searching(now):
