@@ -96,6 +96,8 @@ def lower_priority(nice: int) -> int:
     Only ever lowers the priority (raising it back needs privileges), and does nothing
     in a process that serves the search API.
     """
+    if not hasattr(os, "nice"):
+        return 0  # no such call on this platform (Windows): priorities stay as they are
     current = os.nice(0)
     if _SERVES_SEARCH or nice <= current:
         return current
