@@ -104,9 +104,9 @@ async def _live_runs(gens: Any, conn: AsyncConn, manifest: int, count: int) -> l
             reason="live",
         )
         deadline = time.monotonic() + 60
-        while (ms := await _latency(conn, run["id"])) is None:
+        while (ms := await _latency(conn, run.id)) is None:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"live run {run['id']} did not settle")
+                raise TimeoutError(f"live run {run.id} did not settle")
             await asyncio.sleep(0.01)
         found.append(ms)
     return found
@@ -221,8 +221,8 @@ async def measure(
             )
         procs = _start_workers(env, workdir, layout, concurrency, backfill_slots)
         try:
-            await _live_runs(gens, conn, live["id"], 3)  # warm up
-            baseline = await _live_runs(gens, conn, live["id"], live_runs)
+            await _live_runs(gens, conn, live.id, 3)  # warm up
+            baseline = await _live_runs(gens, conn, live.id, live_runs)
             declared = await backfill.declare(
                 gens,
                 conn,
@@ -239,11 +239,11 @@ async def measure(
                 reason="the largest backfill",
             )
             began = time.monotonic()
-            during = await _live_runs(gens, conn, live["id"], live_runs)
-            done = (await backfill.progress(conn, declared["id"]))["done"]
+            during = await _live_runs(gens, conn, live.id, live_runs)
+            done = (await backfill.progress(conn, declared.id))["done"]
             if done >= len(days):
                 raise RuntimeError("the backfill finished before the live runs: make it larger")
-            while (await backfill.progress(conn, declared["id"]))["done"] < len(days):  # noqa: ASYNC110
+            while (await backfill.progress(conn, declared.id))["done"] < len(days):  # noqa: ASYNC110
                 await asyncio.sleep(0.2)
             took = time.monotonic() - began
         finally:

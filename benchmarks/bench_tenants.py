@@ -81,8 +81,8 @@ async def _collect(client: Client, sent: dict[int, float]) -> list[float]:
     while len(found) < len(sent) and time.monotonic() < deadline:
         for job_id in set(sent) - set(found):
             row = await client.get_job(job_id)
-            if row is not None and row["state"] == "succeeded":
-                found[job_id] = row["result"]["started"] - sent[job_id]
+            if row is not None and row.state == "succeeded":
+                found[job_id] = row.result["started"] - sent[job_id]
         await asyncio.sleep(0.2)
     return sorted(found.values())
 

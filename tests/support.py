@@ -15,6 +15,7 @@ from typing import Any
 
 from herald import Backoff, Client, Herald, JobContext, Permanent, Retry, Settings, Snooze, Worker
 from herald.errors import Cancel
+from herald.rows import to_dict
 from tests.eventually import eventually
 
 APP = Herald()
@@ -170,12 +171,15 @@ async def wait_for_job(
 ) -> dict[str, Any]:
     """Poll the job's row until ``until(row)`` holds (default: a terminal state).
 
-    ``limit`` only guards against a hang; it is no statement about speed.
+    The row is the job's columns as a mapping (``herald.rows.to_dict``), states as their
+    text, so a test compares it with the values it expects. ``limit`` only guards
+    against a hang; it is no statement about speed.
     """
     check = until or (lambda row: row["state"] in TERMINAL)
 
     async def reached() -> dict[str, Any] | None:
-        row = await client.get_job(job_id)
+        job = await client.get_job(job_id)
+        row = None if job is None else to_dict(job)
         return row if row is not None and check(row) else None
 
     return await eventually(

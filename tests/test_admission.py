@@ -108,7 +108,7 @@ async def test_versions_increase_and_finished_versions_do_not_block(client: Clie
     fourth = await client.enqueue("noop", key="article-7")
     assert fourth.version == 4
     rows = await client.list_jobs(key="article-7", kind="noop")
-    assert [(r["version"], r["state"]) for r in rows] == [(4, "waiting")]
+    assert [(r.version, r.state) for r in rows] == [(4, "waiting")]
 
 
 async def test_admission_races_a_worker_finishing_the_objects_jobs(settings: Settings) -> None:
@@ -243,9 +243,9 @@ async def test_transactional_enqueue_commits_and_rolls_back_with_the_caller(
             assert await _scalar(client, "SELECT count(*) FROM jobs") == 0
         assert await _scalar(client, "SELECT count(*) FROM orders") == 1
         row = await client.get_job(job.id)
-        assert row is not None and row["payload"] == {"order": 2}
+        assert row is not None and row.payload == {"order": 2}
         # The rolled-back attempt did not burn a version number.
-        assert row["version"] == 1
+        assert row.version == 1
 
 
 async def test_transactional_enqueue_on_a_plain_psycopg_connection(
@@ -318,9 +318,9 @@ async def test_bulk_enqueue_returns_results_in_input_order(client: Client) -> No
     for index, result in enumerate(results):
         if result.outcome is Outcome.CREATED:
             row = await client.get_job(result.id)
-            assert row is not None and row["payload"] == {"i": index}
+            assert row is not None and row.payload == {"i": index}
     seven = await client.get_job(results[7].id)
-    assert seven is not None and (seven["priority"], seven["queue"]) == (5, "other")
+    assert seven is not None and (seven.priority, seven.queue) == (5, "other")
     assert await _scalar(client, "SELECT count(*) FROM jobs") == 6
     assert await client.enqueue_many([]) == []
 
@@ -394,7 +394,7 @@ async def test_payload_limit_is_configurable_and_text_that_looks_like_nul_is_fin
         # A literal backslash followed by "u0000" is ordinary text, not a NUL character.
         job = await client.enqueue("noop", {"path": "C:\\u0000dir"})
         row = await client.get_job(job.id)
-        assert row is not None and row["payload"] == {"path": "C:\\u0000dir"}
+        assert row is not None and row.payload == {"path": "C:\\u0000dir"}
         assert await _scalar(client, "SELECT count(*) FROM jobs") == 1
 
 
@@ -403,11 +403,11 @@ async def test_future_run_at_and_defaults_are_stored(client: Client) -> None:
     job = await client.enqueue("noop", run_at=at, priority=-3, max_attempts=7)
     row = await client.get_job(job.id)
     assert row is not None
-    assert (row["run_at"], row["priority"], row["max_attempts"]) == (at, -3, 7)
+    assert (row.run_at, row.priority, row.max_attempts) == (at, -3, 7)
     default = await client.get_job((await client.enqueue("echo")).id)
     assert default is not None
-    assert (default["state"], default["attempt"], default["max_attempts"]) == ("waiting", 0, 3)
-    assert (default["payload"], default["queue"], default["fence"]) == ({}, "default", 0)
+    assert (default.state, default.attempt, default.max_attempts) == ("waiting", 0, 3)
+    assert (default.payload, default.queue, default.fence) == ({}, "default", 0)
 
 
 async def test_unencodable_text_and_out_of_range_run_at_are_refused(client: Client) -> None:

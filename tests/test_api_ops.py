@@ -36,7 +36,7 @@ async def _dead_job(settings: Settings, client: Client, key: str) -> int:
     try:
         for _ in range(600):
             row = await client.get_job(job.id)
-            if row is not None and row["state"] == "dead":
+            if row is not None and row.state == "dead":
                 return job.id
             await asyncio.sleep(0.05)
         raise AssertionError("the job did not reach its dead letter")

@@ -181,7 +181,7 @@ async def test_a_state_changing_request_needs_this_sessions_csrf_token(
         as_json = await http.post(url, json={**body, "csrf": csrf})
         assert as_json.status_code == 415
     row = await console.client.get_job(job.id)
-    assert row is not None and row["state"] == "waiting"
+    assert row is not None and row.state == "waiting"
     assert await audit.entries(console.client.pool) == []
 
 
@@ -219,7 +219,7 @@ async def test_a_read_key_sees_no_action_and_its_forged_posts_are_refused(
             f"/ui/dead-letters/{dead_id}": ("Replay…", "Discard…"),
             f"/ui/jobs/{waiting.id}": ("Cancel…", "Retry now…"),
             "/ui/schedules": ("Pause…", "/edit"),
-            f"/ui/schedules/{schedule['id']}": ("Pause…", "Edit…"),
+            f"/ui/schedules/{schedule.id}": ("Pause…", "Edit…"),
         }
         for url, absent in pages.items():
             page = await http.get(url)
@@ -233,13 +233,13 @@ async def test_a_read_key_sees_no_action_and_its_forged_posts_are_refused(
         review = await http.get(f"/ui/actions/dead_letter.replay?target={dead_id}")
         assert review.status_code == 403
         assert "lacks the 'operate' scope" in html.unescape(review.text)
-        edit = await http.get(f"/ui/schedules/{schedule['id']}/edit")
+        edit = await http.get(f"/ui/schedules/{schedule.id}/edit")
         assert edit.status_code == 403
         for name, target in (
             ("dead_letter.replay", dead_id),
             ("dead_letter.discard", dead_id),
             ("job.cancel", waiting.id),
-            ("schedule.pause", schedule["id"]),
+            ("schedule.pause", schedule.id),
         ):
             forged = await http.post(
                 f"/ui/actions/{name}/run",
@@ -295,7 +295,7 @@ async def test_replay_is_reviewed_needs_a_reason_and_lands_in_the_audit_log(
         log = await http.get("/ui/audit?actor=ops")
         assert "upstream fixed" in log.text and "replay" in log.text
     entries = await audit.entries(console.client.pool)
-    assert [(e["actor"], e["action"], e["target_id"], e["reason"]) for e in entries] == [
+    assert [(e.actor, e.action, e.target_id, e.reason) for e in entries] == [
         ("ops", "replay", str(dead_id), "upstream fixed")
     ]
 
@@ -322,8 +322,8 @@ async def test_bulk_discard_leaves_pending_cleanups_unless_forced(console: Conso
         assert forced.status_code == 303
     assert await console.rows("SELECT id FROM dead_letters") == []
     entries = await audit.entries(console.client.pool)
-    assert sorted(e["target_id"] for e in entries) == sorted([str(first), str(second)])
-    assert all(e["after"] == {"cleanup_abandoned": True} for e in entries)
+    assert sorted(e.target_id for e in entries) == sorted([str(first), str(second)])
+    assert all(e.after == {"cleanup_abandoned": True} for e in entries)
 
 
 async def test_a_schedule_edit_shows_each_change_before_it_is_saved(console: Console) -> None:
@@ -333,7 +333,7 @@ async def test_a_schedule_edit_shows_each_change_before_it_is_saved(console: Con
     schedule = await create_schedule(
         console.client.pool, ScheduleSpec("noop", "nightly", "daily", "UTC", at=dt.time(3))
     )
-    sid = schedule["id"]
+    sid = schedule.id
     fields = {
         "frequency": "daily",
         "timezone": "Europe/Brussels",
@@ -370,7 +370,7 @@ async def test_a_schedule_edit_shows_each_change_before_it_is_saved(console: Con
     assert row["timezone"] == "Europe/Brussels" and row["at_time"] == dt.time(4, 30)
     assert row["weekday"] is None and row["payload"] == {"full": True}
     entries = await audit.entries(console.client.pool, target_type="schedule")
-    assert [(e["action"], e["reason"]) for e in entries] == [("update", "local mornings")]
+    assert [(e.action, e.reason) for e in entries] == [("update", "local mornings")]
 
 
 # --- pages --------------------------------------------------------------------------------
@@ -384,7 +384,7 @@ async def test_overview_draws_throughput_and_failures_per_queue(console: Console
     job = await console.client.enqueue("permanent", {}, key="p")
     async with running_worker(console.settings, concurrency=4):
         await wait_for_job(console.client, job.id)
-        await wait_for_job(console.client, (await console.client.list_jobs(kind="fail"))[0]["id"])
+        await wait_for_job(console.client, (await console.client.list_jobs(kind="fail"))[0].id)
     async with console.browser() as http:
         await sign_in(http, ops)
         page = await http.get("/ui/")
@@ -548,7 +548,7 @@ async def test_an_application_adds_pages_nav_and_audited_actions(
             await sign_in(http, viewer)
             assert 'href="/ui/greetings"' not in (await http.get("/ui/")).text
         entries = await audit.entries(client.pool)
-        assert [(e["action"], e["target_id"], e["reason"]) for e in entries] == [
+        assert [(e.action, e.target_id, e.reason) for e in entries] == [
             ("greet", "ann", "birthday")
         ]
 

@@ -165,14 +165,14 @@ async def test_every_page_labels_its_controls_and_names_its_links(
     pages = [
         "/ui/", "/ui/?window=24h", "/ui/jobs", "/ui/jobs?state=dead", f"/ui/jobs/{done.id}",
         f"/ui/jobs/{dead.id}", f"/ui/jobs/{waiting.id}", "/ui/dead-letters",
-        f"/ui/dead-letters/{dead_id}", "/ui/schedules", f"/ui/schedules/{schedule['id']}",
-        f"/ui/schedules/{schedule['id']}/edit", "/ui/audit", "/ui/datasets", "/ui/datasets/air",
+        f"/ui/dead-letters/{dead_id}", "/ui/schedules", f"/ui/schedules/{schedule.id}",
+        f"/ui/schedules/{schedule.id}/edit", "/ui/audit", "/ui/datasets", "/ui/datasets/air",
         "/ui/datasets/air/versions/1",
         f"/ui/actions/dead_letter.replay?target={dead_id}",
         f"/ui/actions/dead_letter.discard?target={dead_id}",
         f"/ui/actions/job.cancel?target={waiting.id}",
         f"/ui/actions/job.retry_now?target={waiting.id}",
-        f"/ui/actions/schedule.pause?target={schedule['id']}",
+        f"/ui/actions/schedule.pause?target={schedule.id}",
         "/ui/actions/dataset.publish?target=air",
         "/ui/actions/dataset_version.delete?target=air/1",
         "/ui/ingestion", f"/ui/ingestion/runs/{run_id}", "/ui/ingestion/quarantine",
@@ -194,7 +194,7 @@ async def test_every_page_labels_its_controls_and_names_its_links(
         # A review asking again for the missing reason marks the field invalid, described.
         again = await http.post(
             "/ui/actions/schedule.pause/run",
-            data={"csrf": csrf, "target": str(schedule["id"]), "reason": ""},
+            data={"csrf": csrf, "target": str(schedule.id), "reason": ""},
         )
         assert again.status_code == 422 and 'aria-invalid="true"' in again.text
         problems += _problems("a review asking for its reason", again.text)

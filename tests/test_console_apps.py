@@ -142,7 +142,7 @@ async def test_ingestion_pages_and_fetch_now(
     entries = await audit.entries(
         console.client.pool, target_type="ingest_provider", action="fetch"
     )
-    assert [(e["actor"], e["reason"]) for e in entries] == [("ops", "the feed was fixed")]
+    assert [(e.actor, e.reason) for e in entries] == [("ops", "the feed was fixed")]
 
 
 async def social_scene(console: Console) -> tuple[int, int, int]:
@@ -199,6 +199,6 @@ async def test_social_pages_and_disconnect(console: Console) -> None:
         failed = _text((await http.get(f"/ui/social/posts/{queued}")).text)
         assert "failed" in failed and "account compromised" in failed
     entries = await audit.entries(console.client.pool, target_type="social_account")
-    assert [(e["actor"], e["action"], e["reason"]) for e in entries] == [
+    assert [(e.actor, e.action, e.reason) for e in entries] == [
         ("ops", "disconnect_account", "account compromised")
     ]

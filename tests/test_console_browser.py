@@ -68,7 +68,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
 
         async def dead_letter() -> int | None:
             rows = await client.list_dead(kind="gate")
-            return int(rows[0]["id"]) if rows else None
+            return int(rows[0].id) if rows else None
 
         dead_id = await eventually(dead_letter, what="the gate job to die", within=60, interval=0.2)
 
@@ -108,7 +108,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
                 "upstream fixed, replaying",
             ]
 
-            d.get(f"{url}/ui/schedules/{schedule['id']}")
+            d.get(f"{url}/ui/schedules/{schedule.id}")
             d.find_element("link text", "Pause…").click()
             _confirm(d, "maintenance window")
             _wait(
@@ -117,7 +117,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
             assert "maintenance window" in _visible_text(d)
 
             if os.environ.get("HERALD_CONSOLE_SCREENSHOTS"):
-                await _screenshots(d, url, client, new_job, dead_id, schedule["id"])
+                await _screenshots(d, url, client, new_job, dead_id, schedule.id)
 
             d.find_element("xpath", "//button[normalize-space()='Sign out']").click()
             _wait("the sign-in page", lambda: d.title.startswith("Sign in"))
@@ -126,7 +126,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
             assert "upstream not ready" in _visible_text(d)
             assert d.find_elements("css selector", "input[name=target]") == []
             assert "Replay selected" not in d.page_source
-            d.get(f"{url}/ui/schedules/{schedule['id']}")
+            d.get(f"{url}/ui/schedules/{schedule.id}")
             assert "Resume…" not in _visible_text(d) and "Edit…" not in _visible_text(d)
             forged = d.execute_async_script(
                 """
@@ -137,7 +137,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
                   .then(r => done(r.status), e => done(String(e)));
                 """,
                 f"{url}/ui/actions/schedule.resume/run",
-                str(schedule["id"]),
+                str(schedule.id),
             )
             assert forged == 403
 
@@ -146,7 +146,7 @@ async def test_operator_replays_a_dead_job_and_a_reader_cannot_act(
             d.get(
                 "data:text/html,<form method=post action='"
                 + f"{url}/ui/actions/schedule.resume/run'>"
-                + f"<input name=target value={schedule['id']}><input name=reason value=x>"
+                + f"<input name=target value={schedule.id}><input name=reason value=x>"
                 + "<input name=csrf value=guess></form><script>document.forms[0].submit()</script>"
             )
             _wait("the forged form to land", lambda: d.current_url.startswith(url))

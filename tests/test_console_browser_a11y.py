@@ -146,7 +146,7 @@ async def _scene(settings: Settings, tmp_path: Path) -> dict[str, Any]:
         while not (rows := await client.list_dead(kind="gate")):
             assert time.monotonic() < deadline, "the gate job never died"
             await asyncio.sleep(0.2)
-    return {"ops": ops, "schedule": schedule["id"], "dead": rows[0]["id"], "job": dead.id,
+    return {"ops": ops, "schedule": schedule.id, "dead": rows[0].id, "job": dead.id,
             "gate": gate}  # fmt: skip
 
 

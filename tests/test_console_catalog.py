@@ -126,7 +126,7 @@ async def test_publish_and_delete_a_version_reviewed_reasoned_and_audited(
         assert "delete version by ops: “published by mistake”" in history
 
     entries = await audit.entries(console.client.pool, actor="ops")
-    assert [(e["actor"], e["action"], e["target_id"], e["reason"]) for e in entries] == [
+    assert [(e.actor, e.action, e.target_id, e.reason) for e in entries] == [
         ("ops", "delete_version", "air", "published by mistake"),
         ("ops", "publish", "air", "source corrected"),
     ]

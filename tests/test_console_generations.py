@@ -179,14 +179,14 @@ async def test_a_partition_its_lineage_and_a_reviewed_audited_action(
         assert "0 of 1 partitions" not in _text((await http.get(PAGE)).text)
 
     [entry] = await audit.entries(console.client.pool, target_type="gen_candidate")
-    assert (entry["actor"], entry["action"], entry["reason"]) == (
+    assert (entry.actor, entry.action, entry.reason) == (
         "ops",
         "generations.discard",
         "superseded by the repair",
     )
-    assert entry["target_id"] == str(scene.waiting_candidate)
+    assert entry.target_id == str(scene.waiting_candidate)
     [skip_entry] = await audit.entries(console.client.pool, target_type="gen_run_partition")
-    assert skip_entry["reason"] == "the backfill is not needed"
+    assert skip_entry.reason == "the backfill is not needed"
 
 
 async def test_quarantine_actions_override_for_admin_and_nothing_for_a_reader(
@@ -254,9 +254,9 @@ async def test_quarantine_actions_override_for_admin_and_nothing_for_a_reader(
         )
         assert forged.status_code == 403
     entries = await audit.entries(console.client.pool, target_type="gen_quarantine")
-    assert [(e["actor"], e["reason"]) for e in entries] == [("lead", "the shop fixed the export")]
+    assert [(e.actor, e.reason) for e in entries] == [("lead", "the shop fixed the export")]
     [override] = await audit.entries(console.client.pool, target_type="gen_candidate")
-    assert (override["actor"], override["action"], override["reason"]) == (
+    assert (override.actor, override.action, override.reason) == (
         "lead",
         "generations.override",
         "finance needs it now",

@@ -106,13 +106,13 @@ async def test_live_parts_follow_the_engine_and_the_pages_filters(console: Conso
             )
         assert "nightly-export" in await _part(http, "/ui/schedules", "schedules")
         assert "No audit record matches" in await _part(http, "/ui/audit", "audit")
-        review = await http.get(f"/ui/actions/schedule.pause?target={schedule['id']}")
+        review = await http.get(f"/ui/actions/schedule.pause?target={schedule.id}")
         assert review.status_code == 200
         csrf = re.search(r'name="csrf" value="([^"]+)"', review.text)
         assert csrf
         done = await http.post(
             "/ui/actions/schedule.pause/run",
-            data={"csrf": csrf.group(1), "target": str(schedule["id"]), "reason": "freeze"},
+            data={"csrf": csrf.group(1), "target": str(schedule.id), "reason": "freeze"},
         )
         assert done.status_code == 303
         audit_part = await _part(http, "/ui/audit", "audit")
@@ -124,7 +124,7 @@ async def test_a_reader_s_live_parts_carry_no_action(console: Console) -> None:
     viewer = await console.key("viewer", ["read"])
     await console.client.enqueue("permanent", {}, key="broken-feed")
     async with running_worker(console.settings, concurrency=1):
-        await wait_for_job(console.client, (await console.client.list_jobs())[0]["id"])
+        await wait_for_job(console.client, (await console.client.list_jobs())[0].id)
     async with console.browser() as http:
         await sign_in(http, viewer)
         letters = await _part(http, "/ui/dead-letters", "dead")

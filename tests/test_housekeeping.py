@@ -45,7 +45,7 @@ async def test_each_duty_has_one_holder_and_is_handed_over(settings: Settings) -
         assert await first.hold_once() == names
         assert await second.hold_once() == frozenset()
         async with await connect(conninfo(settings.database_url or "", settings.schema)) as c:
-            held = {row["name"]: row["holder"] for row in await duties(c)}
+            held = {row.name: row.holder for row in await duties(c)}
         assert held == dict.fromkeys(names, "first")
     finally:
         await first.close()

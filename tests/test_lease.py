@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime
 
 import pytest
 from faults.silent_link import SilentLink
@@ -99,8 +98,8 @@ def _through(settings: Settings, link: SilentLink) -> Settings:
 async def _server_expiry(client: Client, job_id: int) -> float:
     row = await client.get_job(job_id)
     assert row is not None
-    expiry: datetime = row["lease_expires_at"]
-    return expiry.timestamp()
+    assert row.lease_expires_at is not None
+    return row.lease_expires_at.timestamp()
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 async def _drained(client: Client, queue: str, deadline: float = 60.0) -> None:
     async def probe() -> bool:
         rows = await client.list_jobs(queue=queue, limit=1000)
-        return all(r["state"] not in ACTIVE_JOB_STATES for r in rows)
+        return all(r.state not in ACTIVE_JOB_STATES for r in rows)
 
     await eventually(probe, what=f"the jobs of queue {queue} to finish", within=deadline)
 

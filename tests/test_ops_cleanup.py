@@ -9,6 +9,7 @@ from typing import Any
 from herald import Backoff, Client, Herald, JobContext, JobSpec, Permanent, Settings
 from herald.db import AsyncConn, Row, connect, conninfo
 from herald.ops import cleanup
+from herald.rows import Job
 from tests.eventually import eventually
 from tests.test_ops_limits import workers
 
@@ -43,14 +44,14 @@ def _publishing_app(calls: list[dict[str, Any]], failures: int) -> Herald:
     return app
 
 
-async def _run_jobs(app: Herald, settings: Settings, specs: list[JobSpec]) -> list[Row]:
+async def _run_jobs(app: Herald, settings: Settings, specs: list[JobSpec]) -> list[Job]:
     async with await Client.open(app, settings) as client:
         ids = [e.id for e in await client.enqueue_many(specs)]
         async with workers(app, settings, 1, concurrency=4):
             deadline = time.monotonic() + 30
             while True:
                 rows = [await client.get_job(i) for i in ids]
-                if all(r is not None and r["finished_at"] is not None for r in rows):
+                if all(r is not None and r.finished_at is not None for r in rows):
                     return [r for r in rows if r is not None]
                 assert time.monotonic() < deadline, rows
                 await asyncio.sleep(0.05)
@@ -75,7 +76,7 @@ async def test_failing_hook_is_retried_with_capped_backoff_until_done(settings: 
     calls: list[dict[str, Any]] = []
     app = _publishing_app(calls, failures=4)
     (job,) = await _run_jobs(app, settings, [JobSpec("publish", {"n": 1, "fail": True})])
-    assert job["state"] == "dead"
+    assert job.state == "dead"
 
     assert settings.database_url is not None
     # The runner works on one connection whose clock the test moves forward, so the
@@ -87,7 +88,7 @@ async def test_failing_hook_is_retried_with_capped_backoff_until_done(settings: 
         expected_delays = [60.0, 120.0, 200.0, 200.0]  # doubling, then capped
         for attempt, delay in enumerate(expected_delays, start=1):
             assert await runner.run_once() == 1
-            dead = await _dead_letter(conn, job["id"])
+            dead = await _dead_letter(conn, job.id)
             assert dead["cleanup_state"] == "pending"  # never silently given up
             assert dead["cleanup_attempts"] == attempt
             assert dead["cleanup_last_error"] == (
@@ -100,7 +101,7 @@ async def test_failing_hook_is_retried_with_capped_backoff_until_done(settings: 
             await _shift_clock(conn, offset)
 
         assert await runner.run_once() == 1
-        dead = await _dead_letter(conn, job["id"])
+        dead = await _dead_letter(conn, job.id)
         assert dead["cleanup_state"] == "done"
         assert dead["cleanup_attempts"] == 5
         assert dead["cleanup_done_at"] is not None
@@ -110,7 +111,7 @@ async def test_failing_hook_is_retried_with_capped_backoff_until_done(settings: 
         assert len(calls) == 5
         # The hook saw what the failed attempt had produced.
         assert calls[0]["cleanup"] == {"files": ["export-1.csv"]}
-        assert calls[0]["job_id"] == job["id"]
+        assert calls[0]["job_id"] == job.id
         assert runner.stats.failed == 4 and runner.stats.done == 1
         assert (await cleanup.backlog(conn)).pending == 0
 
@@ -121,8 +122,8 @@ async def test_succeeded_jobs_are_never_cleaned_up(settings: Settings) -> None:
     specs = [JobSpec("publish", {"n": n, "fail": n % 3 == 0}) for n in range(9)]
     specs.append(JobSpec("plain"))
     rows = await _run_jobs(app, settings, specs)
-    dead_ids = {r["id"] for r in rows if r["state"] == "dead"}
-    succeeded = {r["id"] for r in rows if r["state"] == "succeeded"}
+    dead_ids = {r.id for r in rows if r.state == "dead"}
+    succeeded = {r.id for r in rows if r.state == "succeeded"}
     assert len(succeeded) == 6 and len(dead_ids) == 4
 
     assert settings.database_url is not None
@@ -197,7 +198,7 @@ async def test_an_expired_claim_is_taken_over_and_its_late_outcome_ignored(
         assert await second.run_once() == 1
         release.set()
         assert await asyncio.wait_for(hung, 10) == 1
-        dead = await _dead_letter(second_conn, job["id"])
+        dead = await _dead_letter(second_conn, job.id)
     assert calls == [1, 2]
     assert dead["cleanup_state"] == "done" and dead["cleanup_attempts"] == 2
     assert dead["cleanup_last_error"] is None  # the late failure was not recorded

@@ -69,10 +69,10 @@ async def test_bucket_grants_its_burst_then_says_how_long_to_wait(settings: Sett
             await limits.acquire(conn, "acct:1", rate=2, burst=3)
         # Another key has a bucket of its own.
         await limits.acquire(conn, "acct:2", rate=2, burst=3)
-        stats = {r["key"]: r for r in await limits.rate_stats(conn)}
-        assert stats["acct:1"]["granted"] == 7
-        assert stats["acct:1"]["denied"] == 2
-        assert stats["acct:2"]["granted"] == 1
+        stats = {r.key: r for r in await limits.rate_stats(conn)}
+        assert stats["acct:1"].granted == 7
+        assert stats["acct:1"].denied == 2
+        assert stats["acct:2"].granted == 1
 
 
 async def test_bad_limits_are_refused_and_write_nothing(settings: Settings) -> None:
@@ -123,11 +123,11 @@ async def test_eight_workers_share_one_limiter_of_5_per_second(settings: Setting
             assert j - i + 1 <= RATE * (times[j] - times[i]) + BURST + 1e-6, (i, j, times)
     in_ten = [t for t in times if t <= 10.0]
     assert len(in_ten) <= RATE * 10 + BURST
-    done = [r for r in rows if r is not None and r["state"] == "succeeded"]
+    done = [r for r in rows if r is not None and r.state == "succeeded"]
     assert len(done) == len(grants)
     # Waiting for a token is a snooze, never an attempt.
-    assert all(r["attempt"] == 1 for r in done)
-    assert sum(r["snoozes"] for r in rows if r is not None) > 0
+    assert all(r.attempt == 1 for r in done)
+    assert sum(r.snoozes for r in rows if r is not None) > 0
 
 
 async def _db_now(conn: AsyncConn) -> datetime:
@@ -182,7 +182,7 @@ async def test_concurrency_limit_of_one_per_key_under_four_workers(settings: Set
 
                 async def all_succeeded() -> bool:
                     rows = [await client.get_job(i) for i in ids]
-                    return all(r and r["state"] == "succeeded" for r in rows)
+                    return all(r and r.state == "succeeded" for r in rows)
 
                 await eventually(all_succeeded, what="every job to succeed", within=60)
                 rows = [await client.get_job(i) for i in ids]
@@ -193,8 +193,8 @@ async def test_concurrency_limit_of_one_per_key_under_four_workers(settings: Set
         assert len(mine) == 8
         for (_, end), (start, _) in itertools.pairwise(mine):
             assert end <= start, f"two jobs of account {account} overlapped"
-    assert all(r is not None and r["attempt"] == 1 for r in rows)
-    assert sum(r["snoozes"] for r in rows if r is not None) > 0
+    assert all(r is not None and r.attempt == 1 for r in rows)
+    assert sum(r.snoozes for r in rows if r is not None) > 0
 
 
 async def test_a_kind_declared_rate_limit_snoozes_before_the_handler(settings: Settings) -> None:
@@ -215,8 +215,8 @@ async def test_a_kind_declared_rate_limit_snoozes_before_the_handler(settings: S
             await asyncio.wait_for(all_ran.wait(), 30)  # a hang guard only
         rows = [await client.get_job(i) for i in ids]
     assert sorted(ran) == sorted(ids)  # each handler ran exactly once
-    assert all(r is not None and r["attempt"] == 1 for r in rows)
-    assert sum(r["snoozes"] for r in rows if r is not None) >= 3  # one token at a time
+    assert all(r is not None and r.attempt == 1 for r in rows)
+    assert sum(r.snoozes for r in rows if r is not None) >= 3  # one token at a time
 
 
 async def test_the_pruner_deletes_free_slots_and_idle_full_buckets_only(

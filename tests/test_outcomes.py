@@ -53,9 +53,7 @@ async def test_permanent_failure_is_dead_at_attempt_one_with_its_dead_letter(
     # Written by the very statement that made the job dead (same transaction clock).
     assert letter["created_at"] == row["finished_at"]
     dead = await client.list_dead()
-    assert [(d["job_id"], d["last_error"]) for d in dead] == [
-        (job.id, "this request can never succeed")
-    ]
+    assert [(d.job_id, d.last_error) for d in dead] == [(job.id, "this request can never succeed")]
     # The object is free again: a new version may be admitted.
     again = await client.enqueue("permanent", {"n": 1}, key="doc-1")
     assert again.version == 2
@@ -77,7 +75,7 @@ async def test_retries_until_max_attempts_then_dead(settings: Settings, client: 
     assert (letter["reason"], letter["attempt"], len(letter["errors"])) == ("exhausted", 3, 3)
     assert (worker.stats.retried, worker.stats.dead) == (2, 1)
     listed = await client.list_jobs(state="dead")
-    assert [r["last_error"] for r in listed] == ["failure on attempt 3"]
+    assert [r.last_error for r in listed] == ["failure on attempt 3"]
 
 
 async def test_snooze_does_not_consume_attempts(settings: Settings, client: Client) -> None:
@@ -237,8 +235,8 @@ async def test_a_stale_fenced_write_changes_nothing_and_is_counted(
         )
         row = await client.get_job(job.id)
         assert row is not None
-        assert (row["state"], row["lease_owner"], row["fence"]) == ("running", "w2", 2)
-        assert (row["result"], row["checkpoint"], row["step"]) == (None, None, None)
+        assert (row.state, row.lease_owner, row.fence) == ("running", "w2", 2)
+        assert (row.result, row.checkpoint, row.step) == (None, None, None)
 
         # w2's own completion counts.
         done = await _run(conn, "finish", **_finish_params(job.id, 2, "w2", "succeeded"))
@@ -247,7 +245,7 @@ async def test_a_stale_fenced_write_changes_nothing_and_is_counted(
         assert await _run(conn, "finish", **_finish_params(job.id, 1, "w1", "dead")) == []
 
     row = await client.get_job(job.id)
-    assert row is not None and (row["state"], row["result"]) == ("succeeded", {"by": "w2"})
+    assert row is not None and (row.state, row.result) == ("succeeded", {"by": "w2"})
     stale = await _rows(
         client, "SELECT job_id, fence, operation, owner FROM stale_writes ORDER BY id"
     )
@@ -314,8 +312,8 @@ async def test_a_worker_claims_only_the_kinds_it_knows(settings: Settings) -> No
         known = await newer_client.enqueue("echo", {"n": 1})
         async with running_worker(settings):
             assert (await wait_for_job(newer_client, known.id))["state"] == "succeeded"
-            row = await newer_client.get_job(unknown.id)
-            assert row is not None and (row["state"], row["attempt"]) == ("waiting", 0)
+            waiting = await newer_client.get_job(unknown.id)
+            assert waiting is not None and (waiting.state, waiting.attempt) == ("waiting", 0)
         worker = Worker(newer, settings=settings)
         task = asyncio.create_task(worker.run())
         try:

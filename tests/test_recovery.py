@@ -78,8 +78,8 @@ async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(
         for job in (retried, spent):
             row = await client.get_job(job.id)
             assert row is not None
-            assert (row["state"], row["attempt"], row["strikes"]) == ("waiting", 0, strikes)
-            assert row["errors"][-1]["charged"] is False
+            assert (row.state, row.attempt, row.strikes) == ("waiting", 0, strikes)
+            assert row.errors[-1]["charged"] is False
     # A worker already holding a suspect takes none; another takes one per batch.
     assert await _claim_as(settings, "busy", 0.01, limit=2, suspects=0) == []
     assert [r["id"] for r in await _claim_as(settings, "vanished", 0.01, limit=2)] == [retried.id]
@@ -95,22 +95,22 @@ async def test_rescuer_returns_expired_leases_and_dead_letters_spent_ones(
 
     row = await client.get_job(retried.id)
     assert row is not None
-    assert (row["state"], row["attempt"], row["rescues"], row["strikes"]) == ("waiting", 1, 3, 2)
-    assert row["lease_owner"] is None and row["lease_expires_at"] is None
-    error = row["errors"][-1]
+    assert (row.state, row.attempt, row.rescues, row.strikes) == ("waiting", 1, 3, 2)
+    assert row.lease_owner is None and row.lease_expires_at is None
+    error = row.errors[-1]
     assert error["kind"] == "lease_expired" and "lease expired" in error["message"]
     assert "vanished" in error["message"]
 
     dead = await client.get_job(spent.id)
-    assert dead is not None and (dead["state"], dead["attempt"]) == ("dead", 1)
-    assert dead["finished_at"] is not None
+    assert dead is not None and (dead.state, dead.attempt) == ("dead", 1)
+    assert dead.finished_at is not None
     letters = await _rows(client, "SELECT job_id, reason, errors FROM dead_letters")
     assert [(d["job_id"], d["reason"]) for d in letters] == [(spent.id, "lease_exhausted")]
     assert letters[0]["errors"][-1]["kind"] == "lease_expired"
 
     untouched = await client.get_job(healthy.id)
     assert untouched is not None
-    assert (untouched["state"], untouched["lease_owner"]) == ("running", "alive")
+    assert (untouched.state, untouched.lease_owner) == ("running", "alive")
 
     rescues = await _rows(
         client,
@@ -180,13 +180,13 @@ async def test_a_worker_that_loses_its_lease_cancels_the_handler_and_discards_it
     # After the worker stopped (and flushed whatever it had), the job is the thief's.
     row = await client.get_job(job.id)
     assert row is not None
-    assert (row["state"], row["lease_owner"], row["fence"], row["attempt"]) == (
+    assert (row.state, row.lease_owner, row.fence, row.attempt) == (
         "running",
         "thief",
         2,
         1,
     )
-    assert (row["result"], row["errors"]) == (None, [])
+    assert (row.result, row.errors) == (None, [])
     stale = await _rows(client, "SELECT fence, operation, owner FROM stale_writes")
     assert {(s["fence"], s["operation"]) for s in stale} == {(1, "heartbeat")}
     assert {s["owner"] for s in stale} == {worker.owner}
@@ -300,12 +300,12 @@ async def test_graceful_stop_finishes_short_jobs_and_hands_long_ones_back(
         assert worker.stats.claimed == 2
     # Leaving the block stopped the worker once (a graceful stop) and waited for it.
     done = await client.get_job(short.id)
-    assert done is not None and (done["state"], done["attempt"]) == ("succeeded", 1)
+    assert done is not None and (done.state, done.attempt) == ("succeeded", 1)
     back = await client.get_job(long.id)
     assert back is not None
-    assert (back["state"], back["attempt"], back["lease_owner"]) == ("waiting", 1, None)
-    assert [e["kind"] for e in back["errors"]] == ["shutdown"]
-    assert back["run_at"] <= (await _rows(client, "SELECT now() AS t"))[0]["t"]
+    assert (back.state, back.attempt, back.lease_owner) == ("waiting", 1, None)
+    assert [e["kind"] for e in back.errors] == ["shutdown"]
+    assert back.run_at <= (await _rows(client, "SELECT now() AS t"))[0]["t"]
 
 
 async def test_a_result_finished_after_the_lease_was_taken_is_discarded(
@@ -325,7 +325,7 @@ async def test_a_result_finished_after_the_lease_was_taken_is_discarded(
         assert worker.stats.succeeded == 0
     row = await client.get_job(job.id)
     assert row is not None
-    assert (row["state"], row["lease_owner"], row["fence"], row["result"]) == (
+    assert (row.state, row.lease_owner, row.fence, row.result) == (
         "running",
         "thief",
         2,
@@ -350,6 +350,6 @@ async def test_a_job_of_a_kind_this_worker_does_not_know_waits_uncharged(
     async with running_worker(settings):
         assert (await wait_for_job(client, known.id))["state"] == "succeeded"
         ghost = await client.get_job(row["id"])
-    assert ghost is not None and (ghost["state"], ghost["attempt"]) == ("waiting", 0)
-    stats = {s["queue"]: s for s in await client.queue_stats()}
-    assert stats["default"]["available"] == 1
+    assert ghost is not None and (ghost.state, ghost.attempt) == ("waiting", 0)
+    stats = {s.queue: s for s in await client.queue_stats()}
+    assert stats["default"].available == 1

@@ -11,7 +11,7 @@ import pytest
 from herald import Client
 from herald.config import Settings
 from herald.db import conninfo
-from herald.rows import Job, MissingRow, all_rows, from_row, maybe_row, one_row
+from herald.rows import Job, MissingRow, all_rows, from_row, maybe_row, one_row, to_dict
 from herald.states import JobState
 
 
@@ -21,7 +21,14 @@ async def test_a_job_reads_typed_with_the_same_values_as_its_row(client: Client)
     row = await client.get_job(admitted.id)
     assert job is not None and row is not None
     assert job.state is JobState.WAITING and job.active
-    assert dataclasses.asdict(job) == row
+    assert job == row
+    async with client.pool.connection() as conn:
+        cur = await conn.execute("SELECT * FROM jobs WHERE id = %s", (admitted.id,))
+        stored = await cur.fetchone()
+    assert stored is not None
+    # As a mapping: the columns in the statement's order, the state as its text.
+    assert to_dict(job) == {name: stored[name] for name in to_dict(job)}
+    assert type(to_dict(job)["state"]) is str
     assert await client.job(admitted.id + 1000) is None
 
 

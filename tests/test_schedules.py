@@ -236,17 +236,17 @@ async def test_daily_overdue_three_days_fires_once_and_is_next_due_tomorrow(
 ) -> None:
     await set_clock(conn, berlin(2026, 6, 7, 10))
     created = await create_schedule(conn, daily(time(9), payload={"report": "daily"}), app=APP)
-    assert created["next_due_at"] == berlin(2026, 6, 8, 9)
+    assert created.next_due_at == berlin(2026, 6, 8, 9)
 
     await set_clock(conn, berlin(2026, 6, 11, 9, 30))  # 8, 9, 10 and 11 June all missed
     result = await scheduler.tick(conn)
     assert (result.taken, result.fired, result.coalesced) == (1, 1, 3)
-    row = await get_schedule(conn, created["id"])
+    row = await get_schedule(conn, created.id)
     assert row is not None
-    assert row["next_due_at"].astimezone(BERLIN) == berlin(2026, 6, 12, 9)
-    assert row["last_slot"] == berlin(2026, 6, 11, 9)
-    assert (row["fired_count"], row["last_coalesced"], row["coalesced_count"]) == (1, 3, 3)
-    assert row["last_fired_at"] >= berlin(2026, 6, 11, 9, 30)
+    assert row.next_due_at.astimezone(BERLIN) == berlin(2026, 6, 12, 9)
+    assert row.last_slot == berlin(2026, 6, 11, 9)
+    assert (row.fired_count, row.last_coalesced, row.coalesced_count) == (1, 3, 3)
+    assert row.last_fired_at is not None and row.last_fired_at >= berlin(2026, 6, 11, 9, 30)
     jobs = await (await conn.execute("SELECT kind, key, payload FROM jobs")).fetchall()
     assert jobs == [{"kind": "noop", "key": "report", "payload": {"report": "daily"}}]
     assert (await scheduler.tick(conn)).taken == 0  # nothing more until tomorrow
@@ -259,10 +259,10 @@ async def test_a_tick_across_the_spring_change_keeps_the_local_time(
     created = await create_schedule(conn, daily(time(9)), app=APP)
     await set_clock(conn, berlin(2026, 3, 29, 10))
     assert (await scheduler.tick(conn)).fired == 1
-    row = await get_schedule(conn, created["id"])
+    row = await get_schedule(conn, created.id)
     assert row is not None
-    assert row["last_slot"] == datetime(2026, 3, 29, 7, tzinfo=UTC)  # 09:00 CEST
-    assert row["next_due_at"] == datetime(2026, 3, 30, 7, tzinfo=UTC)
+    assert row.last_slot == datetime(2026, 3, 29, 7, tzinfo=UTC)  # 09:00 CEST
+    assert row.next_due_at == datetime(2026, 3, 30, 7, tzinfo=UTC)
 
 
 async def test_a_thousand_overdue_schedules_are_taken_in_bounded_batches(
@@ -351,7 +351,7 @@ async def test_the_fire_ledger_refuses_a_slot_fired_before(
     # Put the schedule back on the slot it fired (as a stale copy of the row would).
     await conn.execute(
         "UPDATE schedules SET next_due_at = %s WHERE id = %s",
-        (berlin(2026, 6, 8, 9), created["id"]),
+        (berlin(2026, 6, 8, 9), created.id),
     )
     await conn.execute("UPDATE jobs SET state = 'succeeded', finished_at = now()")
     result = await scheduler.tick(conn)
@@ -360,7 +360,7 @@ async def test_the_fire_ledger_refuses_a_slot_fired_before(
     with pytest.raises(psycopg.errors.UniqueViolation):
         await conn.execute(
             "INSERT INTO schedule_fires (schedule_id, slot) VALUES (%s, %s)",
-            (created["id"], berlin(2026, 6, 8, 9)),
+            (created.id, berlin(2026, 6, 8, 9)),
         )
 
 
@@ -372,16 +372,16 @@ async def test_misfire_skip_passes_over_late_slots_and_fires_within_grace(
     await set_clock(conn, berlin(2026, 6, 10, 12))
     result = await scheduler.tick(conn)
     assert (result.taken, result.fired, result.skipped) == (1, 0, 3)
-    row = await get_schedule(conn, created["id"])
+    row = await get_schedule(conn, created.id)
     assert row is not None
-    assert (row["skipped_count"], row["fired_count"]) == (3, 0)
-    assert row["next_due_at"] == berlin(2026, 6, 11, 9)
+    assert (row.skipped_count, row.fired_count) == (3, 0)
+    assert row.next_due_at == berlin(2026, 6, 11, 9)
     assert await scalar(conn, "SELECT count(*) FROM jobs") == 0
 
     await set_clock(conn, berlin(2026, 6, 11, 9, 1))  # one minute late, within the grace
     assert (await scheduler.tick(conn)).fired == 1
-    fires = await list_fires(conn, created["id"])
-    assert [f["slot"] for f in fires] == [berlin(2026, 6, 11, 9)]
+    fires = await list_fires(conn, created.id)
+    assert [f.slot for f in fires] == [berlin(2026, 6, 11, 9)]
 
 
 async def test_misfire_all_fires_each_missed_slot_bounded_per_tick(
@@ -393,11 +393,11 @@ async def test_misfire_all_fires_each_missed_slot_bounded_per_tick(
     assert (await scheduler.tick(conn)).fired == 2
     assert (await scheduler.tick(conn)).fired == 1
     assert (await scheduler.tick(conn)).taken == 0
-    fires = await list_fires(conn, created["id"])
-    assert [f["slot"].astimezone(BERLIN).day for f in fires] == [10, 9, 8]
-    assert [f["outcome"] for f in fires] == ["in_progress", "in_progress", "created"]
-    row = await get_schedule(conn, created["id"])
-    assert row is not None and row["next_due_at"] == berlin(2026, 6, 11, 9)
+    fires = await list_fires(conn, created.id)
+    assert [f.slot.astimezone(BERLIN).day for f in fires] == [10, 9, 8]
+    assert [f.outcome for f in fires] == ["in_progress", "in_progress", "created"]
+    row = await get_schedule(conn, created.id)
+    assert row is not None and row.next_due_at == berlin(2026, 6, 11, 9)
 
 
 async def test_pause_stops_firing_and_resume_continues_from_the_next_slot(
@@ -405,22 +405,22 @@ async def test_pause_stops_firing_and_resume_continues_from_the_next_slot(
 ) -> None:
     await set_clock(conn, berlin(2026, 6, 7, 10))
     created = await create_schedule(conn, daily(time(9)))
-    paused = await pause_schedule(conn, created["id"], actor=ACTOR, reason=REASON)
-    assert paused is not None and paused["paused"]
+    paused = await pause_schedule(conn, created.id, actor=ACTOR, reason=REASON)
+    assert paused is not None and paused.paused
     await set_clock(conn, berlin(2026, 6, 10, 12))
     assert (await scheduler.tick(conn)).taken == 0
-    assert [s["id"] for s in await list_schedules(conn, paused=True)] == [created["id"]]
+    assert [s.id for s in await list_schedules(conn, paused=True)] == [created.id]
     assert await list_schedules(conn, paused=False) == []
 
-    resumed = await resume_schedule(conn, created["id"], actor=ACTOR, reason=REASON)
-    assert resumed is not None and not resumed["paused"]
+    resumed = await resume_schedule(conn, created.id, actor=ACTOR, reason=REASON)
+    assert resumed is not None and not resumed.paused
     # Slots that fell due while paused are not caught up.
-    assert resumed["next_due_at"] == berlin(2026, 6, 11, 9)
+    assert resumed.next_due_at == berlin(2026, 6, 11, 9)
     assert (await scheduler.tick(conn)).taken == 0
     await set_clock(conn, berlin(2026, 6, 11, 9, 5))
     assert (await scheduler.tick(conn)).fired == 1
-    trail = await audit.entries(conn, target_type="schedule", target_id=created["id"])
-    assert [(e["action"], e["before"]["paused"], e["after"]["paused"]) for e in trail] == [
+    trail = await audit.entries(conn, target_type="schedule", target_id=created.id)
+    assert [(e.action, e.before["paused"], e.after["paused"]) for e in trail] == [
         ("resume", True, False),
         ("pause", False, True),
     ]
@@ -432,12 +432,12 @@ async def test_a_cron_schedule_fires_on_its_expression(
     spec = ScheduleSpec("noop", "weekday-report", "cron", "Europe/Berlin", cron="0 9 * * 1-5")
     await set_clock(conn, berlin(2026, 6, 5, 10))  # a Friday
     created = await create_schedule(conn, spec)
-    assert created["next_due_at"] == berlin(2026, 6, 8, 9)  # Monday, past the weekend
+    assert created.next_due_at == berlin(2026, 6, 8, 9)  # Monday, past the weekend
     await set_clock(conn, berlin(2026, 6, 9, 9, 30))
     result = await scheduler.tick(conn)
     assert (result.fired, result.coalesced) == (1, 1)
-    row = await get_schedule(conn, created["id"])
-    assert row is not None and row["next_due_at"] == berlin(2026, 6, 10, 9)
+    row = await get_schedule(conn, created.id)
+    assert row is not None and row.next_due_at == berlin(2026, 6, 10, 9)
 
 
 async def test_update_retimes_and_delete_removes_with_actor_and_reason(
@@ -446,37 +446,37 @@ async def test_update_retimes_and_delete_removes_with_actor_and_reason(
     await set_clock(conn, berlin(2026, 6, 7, 10))
     created = await create_schedule(conn, daily(time(9)), actor=ACTOR, reason=REASON)
     same_rule = await update_schedule(
-        conn, created["id"], payload={"v": 2}, actor=ACTOR, reason=REASON
+        conn, created.id, payload={"v": 2}, actor=ACTOR, reason=REASON
     )
     assert same_rule is not None
-    assert same_rule["payload"] == {"v": 2}
-    assert same_rule["next_due_at"] == created["next_due_at"]
+    assert same_rule.payload == {"v": 2}
+    assert same_rule.next_due_at == created.next_due_at
     monthly = await update_schedule(
-        conn, created["id"], frequency="monthly", day=31, actor=ACTOR, reason=REASON
+        conn, created.id, frequency="monthly", day=31, actor=ACTOR, reason=REASON
     )
     assert monthly is not None
-    assert monthly["next_due_at"] == berlin(2026, 6, 30, 9)  # June has 30 days
+    assert monthly.next_due_at == berlin(2026, 6, 30, 9)  # June has 30 days
     with pytest.raises(AuditInfoMissing, match="reason"):
-        await pause_schedule(conn, created["id"], actor="ops", reason=" ")
+        await pause_schedule(conn, created.id, actor="ops", reason=" ")
     with pytest.raises(ScheduleError, match="cannot update kind"):
-        await update_schedule(conn, created["id"], kind="other", actor=ACTOR, reason=REASON)
+        await update_schedule(conn, created.id, kind="other", actor=ACTOR, reason=REASON)
     with pytest.raises(ScheduleError, match="weekday"):
         await update_schedule(
-            conn, created["id"], frequency="weekly", day=None, actor=ACTOR, reason=REASON
+            conn, created.id, frequency="weekly", day=None, actor=ACTOR, reason=REASON
         )
-    unchanged = await get_schedule(conn, created["id"])
-    assert unchanged is not None and unchanged["frequency"] == "monthly"
+    unchanged = await get_schedule(conn, created.id)
+    assert unchanged is not None and unchanged.frequency == "monthly"
     assert await update_schedule(conn, 999_999, payload={}, actor=ACTOR, reason=REASON) is None
-    deleted = await delete_schedule(conn, created["id"], actor=ACTOR, reason=REASON)
-    assert deleted is not None and deleted["id"] == created["id"]
-    assert await get_schedule(conn, created["id"]) is None
-    assert await delete_schedule(conn, created["id"], actor=ACTOR, reason=REASON) is None
-    trail = await audit.entries(conn, target_type="schedule", target_id=created["id"])
-    assert [e["action"] for e in reversed(trail)] == ["create", "update", "update", "delete"]
-    assert {(e["actor"], e["reason"]) for e in trail} == {(ACTOR, REASON)}
-    assert trail[1]["before"]["frequency"] == "daily"
-    assert trail[1]["after"]["day_of_month"] == 31
-    assert trail[0]["after"] is None and trail[0]["before"]["at_time"] == "09:00:00"
+    deleted = await delete_schedule(conn, created.id, actor=ACTOR, reason=REASON)
+    assert deleted is not None and deleted.id == created.id
+    assert await get_schedule(conn, created.id) is None
+    assert await delete_schedule(conn, created.id, actor=ACTOR, reason=REASON) is None
+    trail = await audit.entries(conn, target_type="schedule", target_id=created.id)
+    assert [e.action for e in reversed(trail)] == ["create", "update", "update", "delete"]
+    assert {(e.actor, e.reason) for e in trail} == {(ACTOR, REASON)}
+    assert trail[1].before["frequency"] == "daily"
+    assert trail[1].after["day_of_month"] == 31
+    assert trail[0].after is None and trail[0].before["at_time"] == "09:00:00"
 
 
 async def test_bad_definitions_write_nothing(conn: AsyncConn) -> None:
@@ -508,12 +508,12 @@ async def test_a_schedule_that_cannot_fire_records_why_and_does_not_block_others
     await set_clock(conn, berlin(2026, 6, 8, 12))
     result = await scheduler.tick(conn)
     assert (result.taken, result.fired, result.failed) == (2, 1, 1)
-    row = await get_schedule(conn, broken["id"])
+    row = await get_schedule(conn, broken.id)
     assert row is not None
-    assert "unknown job kind 'unregistered'" in row["last_error"]
-    assert row["failed_count"] == 1 and row["next_due_at"] > berlin(2026, 6, 8, 12)
-    assert await list_fires(conn, broken["id"]) == []
-    assert len(await list_fires(conn, fine["id"])) == 1
+    assert row.last_error is not None and "unknown job kind 'unregistered'" in row.last_error
+    assert row.failed_count == 1 and row.next_due_at > berlin(2026, 6, 8, 12)
+    assert await list_fires(conn, broken.id) == []
+    assert len(await list_fires(conn, fine.id)) == 1
 
 
 async def test_run_fires_due_schedules_until_stopped(conn: AsyncConn, client: Client) -> None:
@@ -526,12 +526,12 @@ async def test_run_fires_due_schedules_until_stopped(conn: AsyncConn, client: Cl
     scheduler = Scheduler(client, interval=0.05)
     task = asyncio.create_task(scheduler.run(stop))
     try:
-        await eventually(lambda: list_fires(conn, created["id"]), what="the schedule to fire")
+        await eventually(lambda: list_fires(conn, created.id), what="the schedule to fire")
     finally:
         stop.set()
         await task
-    row = await get_schedule(conn, created["id"])
-    assert row is not None and row["fired_count"] == 1 and row["coalesced_count"] >= 47
+    row = await get_schedule(conn, created.id)
+    assert row is not None and row.fired_count == 1 and row.coalesced_count >= 47
 
 
 def test_scheduler_options_are_checked(client: Client) -> None:
@@ -555,8 +555,8 @@ async def test_prune_forgets_old_fires_and_keeps_recent_ones(
     result = await scheduler.tick(conn)
     assert result.fired == 2  # old catches up once more, recent fires for the first time
     assert await scheduler.prune() == 1  # the fire of 40 days ago (retention 30 days)
-    assert len(await list_fires(conn, old["id"])) == 1
-    assert len(await list_fires(conn, recent["id"])) == 1
+    assert len(await list_fires(conn, old.id)) == 1
+    assert len(await list_fires(conn, recent.id)) == 1
 
 
 def test_cli_scheduler_refuses_a_bad_interval(capsys: pytest.CaptureFixture[str]) -> None:
@@ -579,14 +579,14 @@ async def test_cli_scheduler_fires_and_stops_cleanly_on_sigterm(
         *command, "--interval", "0.1", cwd=ROOT, env=env, stderr=asyncio.subprocess.PIPE
     )
     try:
-        await eventually(lambda: list_fires(conn, created["id"]), what="the schedule to fire")
+        await eventually(lambda: list_fires(conn, created.id), what="the schedule to fire")
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
     assert "scheduler stopped" in err.decode()
-    row = await get_schedule(conn, created["id"])
-    assert row is not None and row["fired_count"] == 1
+    row = await get_schedule(conn, created.id)
+    assert row is not None and row.fired_count == 1
 
 
 async def test_a_rule_that_never_fires_is_refused_as_bad_input(settings: Settings) -> None:

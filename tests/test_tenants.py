@@ -128,7 +128,7 @@ async def test_a_write_cannot_reach_or_create_another_tenants_rows(client: Clien
         assert await client.get_job(theirs.id) is None
     with tenancy.acting_as("globex"):
         row = await client.get_job(theirs.id)
-    assert row is not None and row["priority"] == 0
+    assert row is not None and row.priority == 0
 
 
 async def test_idempotency_object_and_limit_keys_are_per_tenant(client: Client) -> None:
@@ -182,13 +182,13 @@ async def test_a_schedule_fires_its_job_in_its_own_tenant(client: Client) -> Non
         async with client.pool.connection() as conn:
             await conn.execute(
                 "UPDATE schedules SET next_due_at = now() - interval '1 second' WHERE id = %s",
-                (made["id"],),
+                (made.id,),
             )
     fired = await Scheduler(client).tick()
     assert fired.fired == 1
     with tenancy.acting_as("acme"):
         jobs = await client.list_jobs(kind="noop")
-    assert [j["key"] for j in jobs] == ["nightly"]
+    assert [j.key for j in jobs] == ["nightly"]
     assert await client.list_jobs(kind="noop") == []  # not the default tenant's
 
 
@@ -227,7 +227,7 @@ async def test_tenants_are_created_once_and_audited(client: Client) -> None:
     with pytest.raises(tenancy.TenantError):
         await make_tenants(client.pool, "Not A Tenant")
     entries = await audit.entries(client.pool, action="tenant.create")
-    assert [e["target_id"] for e in entries] == ["acme"]
+    assert [e.target_id for e in entries] == ["acme"]
 
 
 async def test_a_platform_action_is_audited_in_the_tenant_acted_on_and_the_platforms_log(
@@ -257,7 +257,7 @@ async def test_a_platform_action_is_audited_in_the_tenant_acted_on_and_the_platf
     # acting for a tenant, a record is that tenant's alone, whatever its target
     with tenancy.acting_as("acme"):
         entry = await audit.record(client.pool, "key@acme", "note", ("tenant", "default"), "r")
-    assert entry["tenant_id"] == "acme"
+    assert entry.tenant_id == "acme"
 
 
 async def test_social_names_and_keys_are_each_tenants_own(client: Client) -> None:
@@ -268,7 +268,7 @@ async def test_social_names_and_keys_are_each_tenants_own(client: Client) -> Non
         with tenancy.acting_as(tenant):
             async with client.pool.connection() as conn:
                 user = await create_user(conn, "alice", f"alice@{tenant}.example.org")
-                assert user["username"] == "alice"
+                assert user.username == "alice"
                 cur = await conn.execute(sql.query("social_post_key_claim"), claim)
                 fresh = await cur.fetchone()
                 assert fresh is not None and fresh["claimed"]  # a fresh key in each tenant

@@ -23,6 +23,7 @@ from herald.ingest import cli as ingest_cli
 from herald.migrate import MigrationError, migrate
 from herald.ops import cli as ops_cli
 from herald.registry import Herald
+from herald.rows import to_dict
 from herald.social import cli as social_cli
 from herald.worker import Worker, run_worker
 
@@ -290,7 +291,7 @@ async def _with_client(app: Herald, settings: Settings, args: argparse.Namespace
             )
             print(
                 tables.table(
-                    rows,
+                    [to_dict(row) for row in rows],
                     [
                         "id",
                         "kind",
@@ -307,22 +308,23 @@ async def _with_client(app: Herald, settings: Settings, args: argparse.Namespace
                 )
             )
         elif args.command == "job":
-            row = await client.get_job(args.id)
-            if row is None:
+            job = await client.get_job(args.id)
+            if job is None:
                 print(f"error: no job {args.id}", file=sys.stderr)
                 return 1
-            errors = row.pop("errors")
-            print(tables.record(row))
+            shown = to_dict(job)
+            errors = shown.pop("errors")
+            print(tables.record(shown))
             if errors:
                 print("\nerrors:")
                 print(tables.table(errors, ["at", "attempt", "kind", "message"]))
         elif args.command == "dead":
-            rows = await client.list_dead(
+            dead = await client.list_dead(
                 kind=args.kind, queue=args.queue, key=args.key, limit=args.limit
             )
             print(
                 tables.table(
-                    rows,
+                    [to_dict(row) for row in dead],
                     [
                         "id",
                         "job_id",
@@ -340,7 +342,7 @@ async def _with_client(app: Herald, settings: Settings, args: argparse.Namespace
         elif args.command == "queues":
             print(
                 tables.table(
-                    await client.queue_stats(),
+                    [to_dict(stats) for stats in await client.queue_stats()],
                     ["queue", "available", "scheduled", "running", "oldest_waiting_s"],
                 )
             )

@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
@@ -32,7 +32,9 @@ from herald.errors import (
 )
 from herald.payloads import MAX_DEPTH, too_deep
 from herald.registry import Herald, Kind
-from herald.rows import Job, fetch_one
+from herald.rows import DeadJob, Job, JobSummary, QueueStats, fetch_all, fetch_one
+
+T = TypeVar("T")
 
 _EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
@@ -306,14 +308,18 @@ class Client:
             cur = await conn.execute(sql.query(name), params)
             return await cur.fetchall()
 
-    async def get_job(self, job_id: int) -> Row | None:
-        rows = await self._fetch("get_job", {"id": job_id})
-        return rows[0] if rows else None
+    async def _typed(self, name: str, params: dict[str, Any], cls: type[T]) -> list[T]:
+        async with self.pool.connection() as conn:
+            return await fetch_all(conn, name, params, cls)
 
-    async def job(self, job_id: int) -> Job | None:
-        """The job's row, typed (:class:`herald.rows.Job`); None when there is none."""
+    async def get_job(self, job_id: int) -> Job | None:
+        """The job's row (:class:`herald.rows.Job`); None when there is none."""
         async with self.pool.connection() as conn:
             return await fetch_one(conn, "get_job", {"id": job_id}, Job)
+
+    async def job(self, job_id: int) -> Job | None:
+        """The same as :meth:`get_job` (its earlier, typed twin)."""
+        return await self.get_job(job_id)
 
     async def list_jobs(
         self,
@@ -323,10 +329,9 @@ class Client:
         queue: str | None = None,
         key: str | None = None,
         limit: int = 50,
-    ) -> list[Row]:
-        return await self._fetch(
-            "list_jobs", {"state": state, "kind": kind, "queue": queue, "key": key, "limit": limit}
-        )
+    ) -> list[JobSummary]:
+        params = {"state": state, "kind": kind, "queue": queue, "key": key, "limit": limit}
+        return await self._typed("list_jobs", params, JobSummary)
 
     async def list_dead(
         self,
@@ -335,13 +340,12 @@ class Client:
         queue: str | None = None,
         key: str | None = None,
         limit: int = 50,
-    ) -> list[Row]:
-        return await self._fetch(
-            "list_dead", {"kind": kind, "queue": queue, "key": key, "limit": limit}
-        )
+    ) -> list[DeadJob]:
+        params = {"kind": kind, "queue": queue, "key": key, "limit": limit}
+        return await self._typed("list_dead", params, DeadJob)
 
-    async def queue_stats(self) -> list[Row]:
-        return await self._fetch("queue_stats", {})
+    async def queue_stats(self) -> list[QueueStats]:
+        return await self._typed("queue_stats", {}, QueueStats)
 
     async def state_counts(self) -> dict[str, int]:
         return {r["state"]: r["n"] for r in await self._fetch("state_counts", {})}

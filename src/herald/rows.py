@@ -10,6 +10,10 @@ answer it as a dict (``herald.db.Row``) from any connection, a caller's plain on
 included; ``one_row`` is for a statement that always answers a row (an INSERT ...
 RETURNING, an aggregate) and says which statement broke that promise instead of
 leaving ``None`` for the caller to trip on.
+
+Where a typed row leaves Python as a mapping (a JSON answer, a CLI table, an audit
+snapshot), ``to_dict`` gives its columns in order with enums as their text: the same
+mapping the statement's dict row was.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import dataclasses
 import datetime as dt
 import enum
 from collections.abc import Mapping
-from typing import Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from psycopg.rows import dict_row
 
@@ -26,6 +30,9 @@ from herald import sql
 from herald.db import AnyConn, Row
 from herald.errors import HeraldError
 from herald.states import JobState
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 T = TypeVar("T")
 
@@ -68,6 +75,64 @@ class Job:
     @property
     def active(self) -> bool:
         return self.state.active
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSummary:
+    """A job as a listing shows it (the ``list_jobs`` statement)."""
+
+    id: int
+    kind: str
+    queue: str
+    key: str | None
+    version: int
+    state: JobState
+    step: str | None
+    attempt: int
+    max_attempts: int
+    priority: int
+    run_at: dt.datetime
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    last_error: str | None  # the message of the job's latest error
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadJob:
+    """A dead letter as the client lists it (the ``list_dead`` statement)."""
+
+    id: int
+    job_id: int
+    kind: str
+    queue: str
+    key: str | None
+    version: int
+    attempt: int
+    reason: str
+    step: str | None
+    last_error: str | None
+    created_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueStats:
+    """What waits and runs in one queue now (the ``queue_stats`` statement)."""
+
+    queue: str
+    available: int
+    scheduled: int
+    running: int
+    oldest_waiting_s: float | None  # None: nothing is due
+
+
+def to_dict(row: DataclassInstance) -> dict[str, Any]:
+    """A typed row as the mapping of its columns, in order, enums as their text: what a
+    JSON answer, a template or a CLI table showed when rows were dicts."""
+    return {field.name: _plain(getattr(row, field.name)) for field in dataclasses.fields(row)}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 _CONVERTERS: dict[type[Any], dict[str, Any]] = {}

@@ -163,7 +163,7 @@ async def test_rejected_metadata_fails_at_once_and_cleanup_removes_the_files(
 
     # The failure record lists what the attempt produced ...
     dead = await catalog.client.list_dead(key=DATASET_ID)
-    assert [d["job_id"] for d in dead] == [bad.id]
+    assert [d.job_id for d in dead] == [bad.id]
     async with catalog.client.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT cleanup, cleanup_state FROM dead_letters WHERE job_id = %s", (bad.id,)

@@ -28,6 +28,8 @@ from herald.catalog.store import LocalExportStore
 from herald.catalog.triplestore import export_catalog
 from herald.db import Row
 from herald.errors import Retry
+from herald.generations.rows import Candidate
+from herald.rows import from_row
 from tests.catalog.official import official_reports
 from tests.catalog.test_pipeline import CATALOG, DATASET_ID, ENTRY, Catalog, dataset
 from tests.catalog.test_pipeline import catalog as catalog  # the fixture
@@ -162,13 +164,14 @@ async def test_a_candidate_whose_files_changed_is_not_published(catalog: Catalog
     await catalog.register(dataset(count=10))
     admitted = await request_publication(catalog.client, DATASET_ID)
     assert (await catalog.run_until_finished(admitted.id))["state"] == "succeeded"
-    (candidate,) = await _rows(catalog, "SELECT * FROM gen_candidates")
+    (row,) = await _rows(catalog, "SELECT * FROM gen_candidates")
+    candidate = from_row(Candidate, row)
     assert versions.verify_candidate(catalog.files, candidate) == []
-    key = candidate["lineage"]["files"][0]["key"]
+    key = candidate.lineage["files"][0]["key"]
     catalog.files.path(key).write_bytes(b"altered")
     failures = versions.verify_candidate(catalog.files, candidate)
     assert failures == [
-        f"{candidate['lineage']['files'][0]['name']}: the stored bytes differ from the "
+        f"{candidate.lineage['files'][0]['name']}: the stored bytes differ from the "
         "registered SHA-256"
     ]
 

@@ -54,21 +54,21 @@ async def build_scene(gens: Generations, conn: AsyncConn, settings: Settings) ->
     first = await land(gens, conn, "orders.jsonl", orders_file(0, 10))
     bad_record = json.dumps({"order_id": "x1", "event_time": f"{PARTITION}T10:00:00Z"})
     async with worker(gens, settings):
-        published = await plan(gens, conn, [first["id"]])
-        await left_queue(conn, published["id"])
+        published = await plan(gens, conn, [first.id])
+        await left_queue(conn, published.id)
         late = await land(gens, conn, "late.jsonl", orders_file(10, 3))
-        discarded = await plan(gens, conn, [first["id"]], policy="discard")
-        await left_queue(conn, discarded["id"])
-        repair = await plan(gens, conn, [first["id"], late["id"]], purpose="repair")
-        await left_queue(conn, repair["id"])
-        waiting = await plan(gens, conn, [first["id"]], policy="wait")  # misses the late one
-        await left_queue(conn, waiting["id"])
+        discarded = await plan(gens, conn, [first.id], policy="discard")
+        await left_queue(conn, discarded.id)
+        repair = await plan(gens, conn, [first.id, late.id], purpose="repair")
+        await left_queue(conn, repair.id)
+        waiting = await plan(gens, conn, [first.id], policy="wait")  # misses the late one
+        await left_queue(conn, waiting.id)
         bad = await land(gens, conn, "bad.jsonl", orders_file(20, 2) + bad_record.encode())
-        held = await plan(gens, conn, [first["id"], late["id"], bad["id"]], purpose="repair")
-        await left_queue(conn, held["id"])
+        held = await plan(gens, conn, [first.id, late.id, bad.id], purpose="repair")
+        await left_queue(conn, held.id)
         other_day = await land(gens, conn, "misfiled.jsonl", orders_file(30, 4, day="2026-07-15"))
-        rejected = await plan(gens, conn, [other_day["id"]], purpose="repair")
-        await left_queue(conn, rejected["id"])
+        rejected = await plan(gens, conn, [other_day.id], purpose="repair")
+        await left_queue(conn, rejected.id)
     declared = await backfill.declare(
         gens,
         conn,
@@ -90,25 +90,26 @@ async def build_scene(gens: Generations, conn: AsyncConn, settings: Settings) ->
     cur = conn.cursor(row_factory=tuple_row)
     await cur.execute(
         b"SELECT run_id, id, state FROM gen_candidates WHERE run_id = ANY(%s) ORDER BY id",
-        ([waiting["id"], rejected["id"]],),
+        ([waiting.id, rejected.id],),
     )
     candidates = {row[0]: (row[1], row[2]) for row in await cur.fetchall()}
-    assert candidates[waiting["id"]][1] == "waiting", candidates
-    assert candidates[rejected["id"]][1] == "rejected", candidates
+    assert candidates[waiting.id][1] == "waiting", candidates
+    assert candidates[rejected.id][1] == "rejected", candidates
     [item] = await quarantine.held_items(conn, "orders", partition=PARTITION)
+    assert declared.run_id is not None  # declared with its run, in one transaction
     return Scene(
-        first=first["id"],
-        late=late["id"],
-        published_run=published["id"],
-        discarded_run=discarded["id"],
-        repair_run=repair["id"],
-        waiting_run=waiting["id"],
-        waiting_candidate=candidates[waiting["id"]][0],
-        misfiled=other_day["id"],
-        rejected_run=rejected["id"],
-        rejected_candidate=candidates[rejected["id"]][0],
-        quarantined_run=held["id"],
-        held_item=item["id"],
-        backfill=declared["id"],
-        backfill_run=declared["run_id"],
+        first=first.id,
+        late=late.id,
+        published_run=published.id,
+        discarded_run=discarded.id,
+        repair_run=repair.id,
+        waiting_run=waiting.id,
+        waiting_candidate=candidates[waiting.id][0],
+        misfiled=other_day.id,
+        rejected_run=rejected.id,
+        rejected_candidate=candidates[rejected.id][0],
+        quarantined_run=held.id,
+        held_item=item.id,
+        backfill=declared.id,
+        backfill_run=declared.run_id,
     )

@@ -7,10 +7,12 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from herald.config import Settings
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.generations import records
+from herald.generations.rows import Manifest, Run
 from herald.generations.runtime import Generations
 from herald.generations.sample import DATASET, ORDERS, VERSION
 from herald.worker import Worker
@@ -39,7 +41,7 @@ def orders_file(first: int, count: int, day: str = PARTITION, **extra: object) -
 
 async def land(
     gens: Generations, conn: AsyncConn, name: str, data: bytes, partition: str = PARTITION
-) -> Row:
+) -> Manifest:
     """A source delivers a file for the partition: raw bytes and their manifest."""
     return await records.receive_input(
         gens,
@@ -67,7 +69,7 @@ async def plan(
     partitions: Sequence[str] = (PARTITION,),
     run_id: int | None = None,
     intent: str = "publish",
-) -> Row:
+) -> Run:
     return await records.plan_run(
         gens,
         conn,
@@ -104,18 +106,20 @@ async def worker(
         await asyncio.wait_for(task, 30)
 
 
-async def settled(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
-    async def probe() -> Row | None:
+async def settled(conn: AsyncConn, run_id: int, within: float = 20.0) -> dict[str, Any]:
+    """The run's status (the API's document) once it settled."""
+
+    async def probe() -> dict[str, Any] | None:
         status = await records.run_status(conn, run_id)
         return status if status["state"] == "settled" else None
 
     return await eventually(probe, what=f"run {run_id} to settle", within=within)
 
 
-async def left_queue(conn: AsyncConn, run_id: int, within: float = 20.0) -> Row:
+async def left_queue(conn: AsyncConn, run_id: int, within: float = 20.0) -> dict[str, Any]:
     """The run's status once none of its partitions is queued or building."""
 
-    async def probe() -> Row | None:
+    async def probe() -> dict[str, Any] | None:
         status = await records.run_status(conn, run_id)
         building = any(p["state"] in ("queued", "building") for p in status["partitions_detail"])
         return None if building else status

@@ -39,7 +39,7 @@ async def _declare(gens: Generations, conn: AsyncConn, rate: float) -> int:
         actor="ops:ana",
         reason="v18 fixes currency",
     )
-    return int(row["id"])
+    return row.id
 
 
 @pytest.mark.slow
@@ -65,7 +65,7 @@ async def test_a_backfill_is_declared_queued_apart_throttled_and_shows_progress(
     # 8 writes per second, one token at a time: five tasks take at least half a second.
     assert elapsed >= (len(DAYS) - 1) / 8.0
     [entry] = await entries(conn, target_type="gen_backfill")
-    assert entry["reason"] == "v18 fixes currency"
+    assert entry.reason == "v18 fixes currency"
 
 
 async def test_a_backfill_must_state_its_cost_and_find_retained_input(

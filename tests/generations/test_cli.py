@@ -40,22 +40,20 @@ async def test_the_generations_commands_read_and_act_on_a_real_database(
     manifest = await land(gens, conn, "a.jsonl", orders_file(0, 5))
     bad = await land(gens, conn, "bad.jsonl", b"not json\n", partition=BAD_DAY)
     async with worker(gens, settings):
-        run = await plan(gens, conn, [manifest["id"]])
-        await settled(conn, run["id"])
-        bad_run = await plan(gens, conn, [bad["id"]], partitions=[BAD_DAY])
-        await settled(conn, bad_run["id"])
+        run = await plan(gens, conn, [manifest.id])
+        await settled(conn, run.id)
+        bad_run = await plan(gens, conn, [bad.id], partitions=[BAD_DAY])
+        await settled(conn, bad_run.id)
 
     code, out, _ = await _herald(capsys, "partition", DATASET, PARTITION)
     assert code == 0 and f"{DATASET}/{PARTITION} (owner " in out and "generation 1" in out
     code, out, _ = await _herald(capsys, "partition", DATASET, PARTITION, "--json")
     view = json.loads(out)
-    assert view["current"]["generation"] == 1 and view["current"]["manifest_ids"] == [
-        manifest["id"]
-    ]
+    assert view["current"]["generation"] == 1 and view["current"]["manifest_ids"] == [manifest.id]
     assert view["safe_actions"] == []  # a published partition needs no action
 
-    code, out, _ = await _herald(capsys, "run", str(run["id"]))
-    assert code == 0 and f"run {run['id']} (scheduled, settled)" in out and "published" in out
+    code, out, _ = await _herald(capsys, "run", str(run.id))
+    assert code == 0 and f"run {run.id} (scheduled, settled)" in out and "published" in out
 
     code, out, _ = await _herald(capsys, "feed")
     events = [json.loads(line) for line in out.splitlines()]
@@ -76,13 +74,13 @@ async def test_the_generations_commands_read_and_act_on_a_real_database(
     code, out, err = await _herald(capsys, "act", DATASET, BAD_DAY, "retry", *why)
     assert (code, err) == (1, "error: retry needs a run\n")  # which task to retry
     code, out, err = await _herald(
-        capsys, "act", DATASET, BAD_DAY, "retry", "--run", str(bad_run["id"]), *why
+        capsys, "act", DATASET, BAD_DAY, "retry", "--run", str(bad_run.id), *why
     )
     assert code == 0, (out, err)
     done = json.loads(out)
     assert code == 0 and done["action"] == "retry"
-    entries = [e for e in await audit.entries(conn) if e["reason"] == "rebuild after a fix"]
-    assert len(entries) == 1 and entries[0]["actor"].startswith("cli:")
+    entries = [e for e in await audit.entries(conn) if e.reason == "rebuild after a fix"]
+    assert len(entries) == 1 and entries[0].actor.startswith("cli:")
 
     # A secret stored as given by an earlier release is sealed by seal-secrets.
     await conn.execute(

@@ -7,7 +7,6 @@ from herald import sql
 from herald.config import Settings
 from herald.db import AsyncConn
 from herald.generations import collection, records
-from herald.generations.records import one
 from herald.generations.runtime import Generations
 from herald.generations.store import attempt_location
 from tests.generations.helpers import PARTITION, land, orders_file, plan, settled, worker
@@ -17,24 +16,23 @@ async def test_orphans_are_collected_and_candidates_kept(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:
     m = await land(gens, conn, "orders.jsonl", orders_file(0, 5))
-    run = await plan(gens, conn, [m["id"]])
-    job = (await records.run_status(conn, run["id"]))["partitions_detail"][0]["job_id"]
+    run = await plan(gens, conn, [m.id])
+    job = (await records.run_status(conn, run.id))["partitions_detail"][0]["job_id"]
     # Bytes at fence 1's location: that attempt fails (never overwrites), fence 2 publishes.
-    orphan = attempt_location("orders", PARTITION, run["id"], job, 1)
+    orphan = attempt_location("orders", PARTITION, run.id, job, 1)
     gens.store.write_once(orphan, b"left behind\n")
     # A fictitious later attempt: once the job is done, no fence 99 can ever register.
-    never = attempt_location("orders", PARTITION, run["id"], job, 99)
+    never = attempt_location("orders", PARTITION, run.id, job, 99)
     gens.store.write_once(never, b"never registered\n")
     async with worker(gens, settings):
-        await settled(conn, run["id"])
-    current = await one(
-        conn, "generations_current_get", {"dataset": "orders", "partition": PARTITION}
-    )
-    assert current is not None and current["location"].endswith("fence-2.jsonl")
+        await settled(conn, run.id)
+    current = await records.current(conn, "orders", PARTITION)
+    assert current is not None and current.location is not None
+    assert current.location.endswith("fence-2.jsonl")
     assert await collection.collect(gens, conn, retention=3600) == []  # too young
     collected = await collection.collect(gens, conn, retention=0)
     assert sorted(collected) == sorted([orphan, never])
-    assert gens.store.exists(current["location"])
+    assert gens.store.exists(current.location)
     assert not gens.store.exists(orphan)
 
 
@@ -42,7 +40,7 @@ async def test_the_output_of_an_attempt_still_running_is_kept(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:
     m = await land(gens, conn, "orders.jsonl", orders_file(0, 5))
-    run = await plan(gens, conn, [m["id"]])
+    run = await plan(gens, conn, [m.id])
     cur = await conn.execute(
         sql.query("claim"),
         {
@@ -55,7 +53,7 @@ async def test_the_output_of_an_attempt_still_running_is_kept(
         },
     )
     [claimed] = await cur.fetchall()  # running under fence 1, as a worker would hold it
-    in_flight = attempt_location("orders", PARTITION, run["id"], claimed["id"], claimed["fence"])
+    in_flight = attempt_location("orders", PARTITION, run.id, claimed["id"], claimed["fence"])
     gens.store.write_once(in_flight, b"not registered yet\n")
     assert await collection.collect(gens, conn, retention=0) == []
     assert gens.store.exists(in_flight)

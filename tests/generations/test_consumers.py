@@ -9,8 +9,7 @@ import pytest
 
 from herald.config import Settings
 from herald.db import AsyncConn
-from herald.generations import outbox
-from herald.generations.records import one, rows
+from herald.generations import outbox, records
 from herald.generations.runtime import Generations
 from herald.ops import signing
 from tests.eventually import eventually
@@ -20,8 +19,8 @@ from tests.generations.receiver import Received, receiver
 
 async def _delivered(conn: AsyncConn, count: int) -> None:
     async def probe() -> bool:
-        done = await rows(conn, "generations_feed", {"after": 0, "dataset": None, "limit": 10})
-        states = [r["state"] for r in await outbox.deliveries(conn)]
+        done = await outbox.feed(conn, after=0, limit=10)
+        states = [r.state for r in await outbox.deliveries(conn)]
         return len(states) >= count and all(s != "pending" for s in states) and bool(done)
 
     await eventually(probe, what="the deliveries to settle", within=20, interval=0.1)
@@ -42,15 +41,15 @@ async def test_publications_reach_a_subscribed_webhook_signed_retried_and_dedupl
             reason="finance reads orders",
         )
         state.secret = secret
-        assert "secret" not in sub
+        assert "secret" not in sub.to_json()
         m1 = await land(gens, conn, "a.jsonl", orders_file(0, 10))
         queues = ("generations", "generations.deliver")
         async with worker(gens, settings, queues=queues):
-            first = await plan(gens, conn, [m1["id"]])
-            await settled(conn, first["id"])
+            first = await plan(gens, conn, [m1.id])
+            await settled(conn, first.id)
             m2 = await land(gens, conn, "late.jsonl", orders_file(10, 2))
-            second = await plan(gens, conn, [m1["id"], m2["id"]], purpose="repair")
-            await settled(conn, second["id"])
+            second = await plan(gens, conn, [m1.id, m2.id], purpose="repair")
+            await settled(conn, second.id)
             await _delivered(conn, 2)
     # The first requests failed (503) and were retried with the same webhook-id.
     ids = [r["headers"]["webhook-id"] for r in state.requests]
@@ -63,20 +62,18 @@ async def test_publications_reach_a_subscribed_webhook_signed_retried_and_dedupl
         ("generation.corrected", "correction"),
     ]
     # A consumer identifies the authoritative generation and its inputs from the event.
-    current = await one(
-        conn, "generations_current_get", {"dataset": "orders", "partition": PARTITION}
-    )
+    current = await records.current(conn, "orders", PARTITION)
     assert current is not None
     latest = events[-1]["data"]
-    assert latest["publication_id"] == str(current["publication_id"])
-    assert latest["inputs"] == [m1["id"], m2["id"]]
+    assert latest["publication_id"] == str(current.publication_id)
+    assert latest["inputs"] == [m1.id, m2.id]
     assert latest["supersedes"] == events[0]["data"]["publication_id"]
-    assert latest["checksum"] == current["checksum"]
+    assert latest["checksum"] == current.checksum
     # The feed serves the same events in order, from a position.
     feed = await outbox.feed(conn, after=0, dataset="orders")
-    assert {str(e["event_id"]) for e in feed} == set(state.processed)
-    assert [e["position"] for e in feed] == sorted(e["position"] for e in feed)
-    assert await outbox.feed(conn, after=feed[-1]["position"]) == []
+    assert {str(e.event_id) for e in feed} == set(state.processed)
+    assert [e.position for e in feed] == sorted(e.position for e in feed)
+    assert await outbox.feed(conn, after=feed[-1].position) == []
 
 
 def test_a_tampered_body_or_an_old_timestamp_does_not_verify() -> None:

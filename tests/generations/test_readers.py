@@ -51,10 +51,10 @@ async def test_readers_see_whole_generations_only(
     async with worker(gens, settings):
         for k in range(PUBLICATIONS):
             landed = await land(gens, conn, f"part-{k:03d}.jsonl", orders_file(10 * k, 10))
-            expected[landed["id"]] = {f"o{10 * k + n:05d}" for n in range(10)}
-            manifests.append(landed["id"])
+            expected[landed.id] = {f"o{10 * k + n:05d}" for n in range(10)}
+            manifests.append(landed.id)
             run = await plan(gens, conn, manifests, purpose="repair", policy="rebase")
-            await settled(conn, run["id"])
+            await settled(conn, run.id)
     stop.set()
     await asyncio.gather(*tasks)
     assert max(seen) == PUBLICATIONS

@@ -18,10 +18,10 @@ import pytest
 from herald.config import Settings
 from herald.db import AsyncConn
 from herald.generations import outbox, records
-from herald.generations.records import one
 from herald.generations.runtime import Generations
 from herald.generations.store import AlreadyWritten, attempt_location
 from herald.ops import audit, signing
+from herald.rows import maybe_row
 from tests.generations.conftest import Api
 from tests.generations.helpers import (
     PARTITION,
@@ -44,7 +44,7 @@ async def test_q1_a_producer_tells_rejected_accepted_delayed_and_completed(
         "dataset": "orders",
         "purpose": "scheduled",
         "definition_version": "v18",
-        "manifest_ids": [good["id"]],
+        "manifest_ids": [good.id],
         "partitions": [PARTITION],
         "policy": "wait",
         "reason": "daily",
@@ -67,7 +67,7 @@ async def test_q1_a_producer_tells_rejected_accepted_delayed_and_completed(
         rejected = (
             await api.http.post(
                 RUNS,
-                json={**body, "manifest_ids": [good["id"], late["id"], bad["id"]]},
+                json={**body, "manifest_ids": [good.id, late.id, bad.id]},
                 headers=api.as_("oncall"),
             )
         ).json()
@@ -80,7 +80,7 @@ async def test_q1_a_producer_tells_rejected_accepted_delayed_and_completed(
 
     assert (await status(accepted.json()["id"]))[0] == "completed"
     delayed_status, why = await status(delayed["id"])
-    assert delayed_status == "delayed" and f"accepted manifests {late['id']}" in why
+    assert delayed_status == "delayed" and f"accepted manifests {late.id}" in why
     rejected_status, why = await status(rejected["id"])
     assert rejected_status == "rejected" and "bad_record" in why
 
@@ -89,19 +89,19 @@ async def test_q2_every_retry_has_a_fencing_or_idempotency_boundary(
     gens: Generations, conn: AsyncConn, settings: Settings
 ) -> None:
     m = await land(gens, conn, "orders.jsonl", orders_file(0, 5))
-    run = await plan(gens, conn, [m["id"]])
-    task = (await records.run_status(conn, run["id"]))["partitions_detail"][0]
+    run = await plan(gens, conn, [m.id])
+    task = (await records.run_status(conn, run.id))["partitions_detail"][0]
     # A task is one job per (run, partition): declaring it again cannot double it.
     again = await gens.admitter.enqueue(
         "generations.build",
-        {"run_id": run["id"], "partition": PARTITION},
-        key=f"run:{run['id']}:{PARTITION}",
+        {"run_id": run.id, "partition": PARTITION},
+        key=f"run:{run.id}:{PARTITION}",
         conn=conn,
     )
     assert again.id == task["job_id"] and again.outcome == "in_progress"
     # Each attempt (fence) writes to its own location; a location is written once.
-    first = attempt_location("orders", PARTITION, run["id"], task["job_id"], 1)
-    second = attempt_location("orders", PARTITION, run["id"], task["job_id"], 2)
+    first = attempt_location("orders", PARTITION, run.id, task["job_id"], 1)
+    second = attempt_location("orders", PARTITION, run.id, task["job_id"], 2)
     assert first != second
     gens.store.write_once(first, b"attempt 1\n")
     with pytest.raises(AlreadyWritten):
@@ -109,8 +109,8 @@ async def test_q2_every_retry_has_a_fencing_or_idempotency_boundary(
     # Registration is fenced by the engine's job fence (only the running, current
     # attempt), and a registered candidate's record cannot be edited afterwards.
     async with worker(gens, settings):
-        await settled(conn, run["id"])
-    candidate = await one(
+        await settled(conn, run.id)
+    candidate = await maybe_row(
         conn, "generations_candidates_of_partition", {"dataset": "orders", "partition": PARTITION}
     )
     # The bytes planted at fence 1's location were never overwritten: that attempt
@@ -129,16 +129,10 @@ async def test_q2_every_retry_has_a_fencing_or_idempotency_boundary(
         conn, name="s", url="http://127.0.0.1:9/h", datasets=["orders"], actor="ops", reason="test"
     )
     event = (await outbox.feed(conn))[0]
-    row = {
-        "event_type": event["event_type"],
-        "event_id": event["event_id"],
-        "created_at": event["created_at"],
-        "payload": event["payload"],
-    }
-    body = outbox.body_of(row)
-    assert outbox.body_of(row) == body  # the same bytes on every attempt
-    headers = signing.headers(secret, str(event["event_id"]), body)
-    assert signing.verify(secret, headers, body) == str(event["event_id"])
+    body = outbox.body_of(event)
+    assert outbox.body_of(event) == body  # the same bytes on every attempt
+    headers = signing.headers(secret, str(event.event_id), body)
+    assert signing.verify(secret, headers, body) == str(event.event_id)
 
 
 async def test_q4_a_consumer_identifies_the_authoritative_generation_and_its_inputs(
@@ -146,16 +140,16 @@ async def test_q4_a_consumer_identifies_the_authoritative_generation_and_its_inp
 ) -> None:
     m1 = await land(gens, conn, "orders.jsonl", orders_file(0, 8))
     async with worker(gens, settings):
-        await settled(conn, (await plan(gens, conn, [m1["id"]]))["id"])
+        await settled(conn, (await plan(gens, conn, [m1.id])).id)
         m2 = await land(gens, conn, "late.jsonl", orders_file(8, 2))
-        await settled(conn, (await plan(gens, conn, [m1["id"], m2["id"]], purpose="repair"))["id"])
+        await settled(conn, (await plan(gens, conn, [m1.id, m2.id], purpose="repair")).id)
     path = f"/v1/generations/datasets/orders/partitions/{PARTITION}/current"
     got = await api.http.get(path, headers=api.as_("reader"))
     assert got.status_code == 200, got.text
     current = got.json()
     assert current["generation"] == 2 and current["change"] == "correction"
-    assert [i["id"] for i in current["inputs"]] == [m1["id"], m2["id"]]
-    assert current["inputs"][1]["checksum"] == m2["checksum"]
+    assert [i["id"] for i in current["inputs"]] == [m1.id, m2.id]
+    assert current["inputs"][1]["checksum"] == m2.checksum
     assert current["definition_version"] == "v18" and current["row_count"] == 10
     feed = (
         await api.http.get("/v1/generations/feed?dataset=orders", headers=api.as_("reader"))
@@ -165,7 +159,7 @@ async def test_q4_a_consumer_identifies_the_authoritative_generation_and_its_inp
     # deduplicate on it and knows it replaces the earlier one.
     assert feed[-1]["publication_id"] == current["publication_id"]
     assert feed[-1]["payload"]["supersedes"] == feed[0]["publication_id"]
-    assert feed[-1]["payload"]["inputs"] == [m1["id"], m2["id"]]
+    assert feed[-1]["payload"]["inputs"] == [m1.id, m2.id]
 
 
 async def test_q6_security_observability_and_cost_follow_the_contract(
@@ -179,7 +173,7 @@ async def test_q6_security_observability_and_cost_follow_the_contract(
         orders_file(5, 1, amount_cents=None).replace(b'"amount_cents": null, ', b""),
     )
     async with worker(gens, settings):
-        await settled(conn, (await plan(gens, conn, [m1["id"], bad["id"]]))["id"])
+        await settled(conn, (await plan(gens, conn, [m1.id, bad.id])).id)
     quarantine_path = "/v1/generations/datasets/orders/quarantine"
     view_path = f"/v1/generations/datasets/orders/partitions/{PARTITION}"
     # Least privilege: reading the feed is not reading quarantined data or acting.
@@ -191,7 +185,7 @@ async def test_q6_security_observability_and_cost_follow_the_contract(
     # Configured fields are redacted before they are stored, owner and expiry are set.
     assert item["sample"]["customer_email"] == "[redacted]"
     assert item["owner"] == "team-orders" and item["expires_at"]
-    stored = await one(conn, "generations_quarantine_get", {"id": item["id"]})
+    stored = await maybe_row(conn, "generations_quarantine_get", {"id": item["id"]})
     assert stored is not None and "@example.org" not in json.dumps(stored, default=str)
     # A webhook secret is shown once, at creation, and never stored in what is served.
     made = await api.http.post(
@@ -220,7 +214,7 @@ async def test_q6_security_observability_and_cost_follow_the_contract(
         headers=api.as_("oncall"),
     )
     assert done.status_code == 200
-    actions = {(e["actor"], e["action"]) for e in await audit.entries(conn)}
+    actions = {(e.actor, e.action) for e in await audit.entries(conn)}
     assert {
         ("oncall", "generations.subscribe"),
         ("oncall", "generations.quarantine.discard"),

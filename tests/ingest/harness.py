@@ -12,9 +12,10 @@ from herald.config import Settings
 from herald.db import AsyncConn, Row, connect, conninfo
 from herald.ingest.jobs import IngestConfig, register_ingest
 from herald.ingest.pacing import PacingConfig
-from herald.ingest.providers import ProviderSpec, save_provider
+from herald.ingest.providers import Provider, ProviderSpec, save_provider
 from herald.ops.audit import Note
 from herald.registry import Herald
+from herald.rows import to_dict
 from herald.states import ACTIVE_JOB_STATES
 from herald.worker import Worker
 from tests.eventually import eventually
@@ -38,7 +39,7 @@ async def open_conn(settings: Settings) -> AsyncConn:
     return await connect(conninfo(settings.database_url, settings.schema))
 
 
-async def add_provider(conn: AsyncConn, name: str, url: str, **options: Any) -> Row:
+async def add_provider(conn: AsyncConn, name: str, url: str, **options: Any) -> Provider:
     spec = ProviderSpec(
         name=name, url=url, attempts=2, backoff_base=0.05, backoff_cap=0.1, **options
     )
@@ -80,7 +81,7 @@ async def wait_for_job(client: Client, job_id: int, within: float = 60) -> Row:
     async def probe() -> Row | None:
         job = await client.get_job(job_id)
         assert job is not None
-        return None if job["state"] in ACTIVE_JOB_STATES else job
+        return None if job.state in ACTIVE_JOB_STATES else to_dict(job)
 
     return await eventually(probe, what=f"job {job_id} to finish", within=within)
 

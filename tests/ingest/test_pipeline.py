@@ -100,10 +100,10 @@ async def test_a_fetch_waits_while_another_attempt_still_holds_the_provider(
         async with running_worker(app, settings):
             for _ in range(200):
                 job = await client.get_job(admitted.id)
-                if job is not None and job["snoozes"] >= 2:
+                if job is not None and job.snoozes >= 2:
                     break
                 await asyncio.sleep(0.05)
-            assert job is not None and job["state"] in ("waiting", "running")
+            assert job is not None and job.state in ("waiting", "running")
             assert sandbox.requests("acme") == 0
             cur = await conn.execute("SELECT count(*) AS n FROM ingest_runs")
             assert (await cur.fetchone() or {})["n"] == 0
@@ -127,7 +127,7 @@ async def test_a_provider_schedule_fires_the_same_one_fetch_as_manual_triggers(
         manual = await request_fetch(client, "acme")
         await conn.execute(
             "UPDATE schedules SET next_due_at = herald_now() - interval '5 seconds' WHERE id = %s",
-            (row["schedule_id"],),
+            (row.schedule_id,),
         )
         scheduler = Scheduler(client)
         fired = await scheduler.tick()
@@ -139,7 +139,7 @@ async def test_a_provider_schedule_fires_the_same_one_fetch_as_manual_triggers(
         )
         await conn.execute(
             "UPDATE schedules SET next_due_at = herald_now() - interval '5 seconds' WHERE id = %s",
-            (row["schedule_id"],),
+            (row.schedule_id,),
         )
         fired = await scheduler.tick()
         assert fired.fired == 1 and fired.in_progress == 0

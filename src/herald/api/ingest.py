@@ -28,6 +28,7 @@ from herald.db import conninfo, database_url
 from herald.ingest import search as searching
 from herald.ingest.pacing import SEARCH_APPLICATION, serves_search
 from herald.ingest.providers import (
+    Provider,
     ProviderError,
     ProviderSpec,
     UnknownProvider,
@@ -77,8 +78,8 @@ class FetchIn(Strict):
     reason: Reason | None = None
 
 
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    return dict(jsonable_encoder(shown(row)))
+def _plain(provider: Provider) -> dict[str, Any]:
+    return dict(jsonable_encoder(shown(provider)))
 
 
 @router.get("/v1/ingest/providers", responses=responses(401, 403))

@@ -26,6 +26,7 @@ from herald.api.state import ApiState
 from herald.api.state import State as AppState
 from herald.client import Enqueued, Outcome
 from herald.db import AsyncConn
+from herald.rows import one_row, to_dict
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -113,9 +114,8 @@ async def _admit(
     params = {"job_id": admitted.id, "key_id": principal.key_id}
     await conn.execute(sql.query("api_submission_record"), params)
     if quota is not None:
-        cur = await conn.execute(sql.query("api_active_count"), params)
-        row = await cur.fetchone()
-        if row is not None and row["n"] > quota:
+        active = await one_row(conn, "api_active_count", params)
+        if active["n"] > quota:
             state.metrics.quota_refusals.labels(principal.name).inc()
             raise Problem(
                 429,
@@ -145,7 +145,7 @@ async def list_jobs(
     rows = await state.client.list_jobs(
         state=job_state, kind=kind, queue=queue, key=key, limit=limit
     )
-    return [public_row(row) for row in rows]
+    return [public_row(to_dict(row)) for row in rows]
 
 
 @router.get(
@@ -160,7 +160,7 @@ async def show_job(
     found = await state.client.get_job(job_id)
     if found is None:
         raise not_found("job", job_id)
-    row = public_row(found, values=("payload", "checkpoint", "result"))
+    row = public_row(to_dict(found), values=("payload", "checkpoint", "result"))
     row["history"] = {
         "created_at": row["created_at"],
         "run_at": row["run_at"],

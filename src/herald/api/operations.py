@@ -26,6 +26,7 @@ from herald.api.problems import responses
 from herald.api.state import State
 from herald.ops import audit, deadletters
 from herald.ops import jobs as job_actions
+from herald.rows import to_dict
 
 router = APIRouter(prefix="/v1")
 Reader = Annotated[Principal, Depends(require("read"))]
@@ -47,7 +48,7 @@ class DiscardIn(ActionIn):
     summary="Depth, scheduled, running and oldest waiting age of each queue",
 )
 async def queues(state: State, _: Reader) -> list[dict[str, Any]]:
-    return await state.client.queue_stats()
+    return [to_dict(stats) for stats in await state.client.queue_stats()]
 
 
 @router.post(
@@ -59,9 +60,10 @@ async def queues(state: State, _: Reader) -> list[dict[str, Any]]:
 async def cancel_job(
     job_id: IdPath, body: ActionIn, state: State, principal: Operator
 ) -> dict[str, Any]:
-    return await job_actions.cancel(
+    cancelled = await job_actions.cancel(
         state.client.pool, job_id, actor=principal.name, reason=body.reason
     )
+    return to_dict(cancelled)
 
 
 @router.post(
@@ -74,9 +76,10 @@ async def retry_job(
     job_id: IdPath, body: ActionIn, state: State, principal: Operator
 ) -> dict[str, Any]:
     channel = state.settings.channel if state.settings.notify else None
-    return await job_actions.retry_now(
+    moved = await job_actions.retry_now(
         state.client.pool, job_id, actor=principal.name, reason=body.reason, channel=channel
     )
+    return to_dict(moved)
 
 
 @router.get(
@@ -106,7 +109,7 @@ async def list_dead_letters(
         before_id=before_id,
         limit=limit,
     )
-    return [public_row(row) for row in rows]
+    return [public_row(to_dict(row)) for row in rows]
 
 
 @router.get(
@@ -117,7 +120,7 @@ async def list_dead_letters(
 )
 async def show_dead_letter(dead_letter_id: IdPath, state: State, _: Reader) -> dict[str, Any]:
     row = await deadletters.get(state.client.pool, dead_letter_id)
-    return public_row(row, values=("payload", "cleanup"))
+    return public_row(to_dict(row), values=("payload", "cleanup"))
 
 
 @router.post(
@@ -158,13 +161,14 @@ async def replay_dead_letter(
 async def discard_dead_letter(
     dead_letter_id: IdPath, body: DiscardIn, state: State, principal: Operator
 ) -> dict[str, Any]:
-    return await deadletters.discard(
+    removed = await deadletters.discard(
         state.client.pool,
         dead_letter_id,
         actor=principal.name,
         reason=body.reason,
         force=body.force,
     )
+    return to_dict(removed)
 
 
 @router.get(
@@ -183,7 +187,7 @@ async def audit_log(
     before_id: BeforeId = None,
     limit: LimitQuery = 50,
 ) -> list[dict[str, Any]]:
-    return await audit.entries(
+    entries = await audit.entries(
         state.client.pool,
         target_type=target_type,
         target_id=target_id,
@@ -192,3 +196,4 @@ async def audit_log(
         before_id=before_id,
         limit=limit,
     )
+    return [to_dict(entry) for entry in entries]

@@ -27,8 +27,8 @@ from herald.api.models import (
 )
 from herald.api.problems import not_found, responses
 from herald.api.state import State
-from herald.db import Row
 from herald.ops.audit import NO_REASON
+from herald.rows import to_dict
 from herald.schedules import (
     ScheduleSpec,
     create_schedule,
@@ -40,6 +40,7 @@ from herald.schedules import (
     resume_schedule,
     update_schedule,
 )
+from herald.schedules.rows import Schedule
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 Reader = Annotated[Principal, Depends(require("read"))]
@@ -92,10 +93,11 @@ class ScheduleChange(Strict):
     max_catchup: Catchup | None = None
 
 
-def _found(row: Row | None, schedule_id: int) -> Row:
+def _found(row: Schedule | None, schedule_id: int) -> dict[str, Any]:
+    """The schedule as the API answers it; 404 when there is none."""
     if row is None:
         raise not_found("schedule", schedule_id)
-    return row
+    return row.to_json()
 
 
 @router.post(
@@ -117,8 +119,8 @@ async def create(
         actor=principal.name,
         reason=body.reason or NO_REASON,
     )
-    response.headers["Location"] = f"/v1/schedules/{row['id']}"
-    return row
+    response.headers["Location"] = f"/v1/schedules/{row.id}"
+    return row.to_json()
 
 
 @router.get("", responses=responses(401, 403, 422), summary="List schedules in id order")
@@ -131,9 +133,10 @@ async def index(
     after_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     limit: LimitQuery = 100,
 ) -> list[dict[str, Any]]:
-    return await list_schedules(
+    rows = await list_schedules(
         state.client.pool, kind=kind, key=key, paused=paused, after_id=after_id, limit=limit
     )
+    return [row.to_json() for row in rows]
 
 
 @router.get("/{schedule_id}", responses=responses(401, 403, 404, 422), summary="Show a schedule")
@@ -150,7 +153,7 @@ async def fires(
     schedule_id: IdPath, state: State, _: Reader, limit: LimitQuery = 100
 ) -> list[dict[str, Any]]:
     _found(await get_schedule(state.client.pool, schedule_id), schedule_id)
-    return await list_fires(state.client.pool, schedule_id, limit=limit)
+    return [to_dict(fire) for fire in await list_fires(state.client.pool, schedule_id, limit=limit)]
 
 
 @router.patch(

@@ -12,6 +12,7 @@ accepted once and never shown again; answers name accounts by id.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
@@ -27,6 +28,7 @@ from herald.ops import audit, deadletters
 from herald.ops.crypto import CipherError
 from herald.ops.errors import NotFound
 from herald.registry import Herald
+from herald.rows import to_dict
 from herald.social import accounts, admission, records
 from herald.social.runtime import SocialRuntime, social_runtime
 from herald.social.tracing import traced_admission, traced_request
@@ -121,7 +123,8 @@ async def create_user(body: UserIn, state: State, principal: Operator) -> dict[s
     note = audit.Note(principal.name, body.reason or audit.NO_REASON)
     try:
         async with state.client.pool.connection() as conn:
-            return await accounts.create_user(conn, body.username, body.email, note=note)
+            user = await accounts.create_user(conn, body.username, body.email, note=note)
+        return dataclasses.asdict(user)
     except accounts.InvalidAccount as exc:
         raise Problem(422, "invalid-user", str(exc)) from None
 
@@ -257,7 +260,8 @@ async def show_job(job_id: IdPath, state: State, _: Reader) -> dict[str, Any]:
     job = await state.client.get_job(job_id)
     if job is None:
         raise NotFound("job", job_id)
-    shown = public_row(job, values=("payload", "checkpoint", "result"))
+    row = to_dict(job)
+    shown = public_row(row, values=("payload", "checkpoint", "result"))
     answer: dict[str, Any] = {
         k: shown[k]
         for k in (
@@ -277,9 +281,9 @@ async def show_job(job_id: IdPath, state: State, _: Reader) -> dict[str, Any]:
             "replay_of",
         )
     }
-    if str(job["kind"]).startswith(f"{admission.SERVICE}."):
+    if job.kind.startswith(f"{admission.SERVICE}."):
         async with state.client.pool.connection() as conn:
-            post = await records.post_of_job(conn, job)
+            post = await records.post_of_job(conn, row)
         if post is not None:
             answer["post"] = public_row(post)
     return answer

@@ -234,7 +234,7 @@ async def save_dataset(
             row = await create_schedule(
                 conn, spec, app=client.app, actor=CATALOG_ACTOR, reason=reason
             )
-            schedule_id = int(row["id"])
+            schedule_id = row.id
         elif schedule_id is not None:
             await delete_schedule(
                 conn, schedule_id, actor=CATALOG_ACTOR, reason=f"{reason} without a recurrence"

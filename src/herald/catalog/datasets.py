@@ -34,7 +34,7 @@ from herald.catalog.metadata import (
 from herald.catalog.sources import check_source_spec
 from herald.catalog.validation import TIERS, Tier
 from herald.db import AsyncConn, Row
-from herald.rows import one_row
+from herald.rows import fetch_all, from_row, one_row
 from herald.states import JobState
 
 
@@ -298,18 +298,6 @@ async def list_datasets(conn: AsyncConn, limit: int = 1000) -> list[Dataset]:
     return [_dataset(row) for row in await cursor.fetchall()]
 
 
-def _file(row: Row) -> FileRecord:
-    return FileRecord(
-        format=row["format"],
-        store_key=row["store_key"],
-        name=row["name"],
-        media_type=row["media_type"],
-        byte_size=row["byte_size"],
-        record_count=row["record_count"],
-        sha256=row["sha256"],
-    )
-
-
 def _version(row: Row, files: Sequence[FileRecord] = ()) -> VersionRecord:
     return VersionRecord(
         dataset_id=row["dataset_id"],
@@ -421,8 +409,7 @@ async def get_version(conn: AsyncConn, dataset_id: str, version: int) -> Version
     row = await cursor.fetchone()
     if row is None:
         return None
-    files = await conn.execute(sql.query("catalog_file_list"), params)
-    return _version(row, [_file(f) for f in await files.fetchall()])
+    return _version(row, await fetch_all(conn, "catalog_file_list", params, FileRecord))
 
 
 async def list_versions(conn: AsyncConn, dataset_id: str) -> list[VersionRecord]:
@@ -433,5 +420,5 @@ async def list_versions(conn: AsyncConn, dataset_id: str) -> list[VersionRecord]
     files: dict[int, list[FileRecord]] = {}
     cursor = await conn.execute(sql.query("catalog_file_list_dataset"), params)
     for row in await cursor.fetchall():
-        files.setdefault(row["version"], []).append(_file(row))
+        files.setdefault(row["version"], []).append(from_row(FileRecord, row))
     return [_version(row, files.get(row["version"], ())) for row in rows]

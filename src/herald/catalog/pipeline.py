@@ -56,7 +56,7 @@ from herald.db import AsyncConn
 from herald.errors import Permanent
 from herald.generations.records import current_generation
 from herald.registry import Herald
-from herald.rows import one_row
+from herald.rows import MissingRow, one_row
 
 __all__ = [
     "DELETE_VERSION",
@@ -152,7 +152,8 @@ async def _get_data(runtime: CatalogRuntime, ctx: JobContext, dataset_id: str) -
         await registry.set_version_job(conn, dataset_id, version, ctx.job_id)
         await versions.ensure_run(conn, dataset_id, version, ctx.job_id, dataset.source)
         record = await registry.get_version(conn, dataset_id, version)
-        assert record is not None
+        if record is None:  # created just above, in this transaction
+            raise MissingRow(f"version {version} of {dataset_id!r} is not recorded")
         if record.state in (VersionState.REQUESTED, VersionState.EXPORTING):
             await registry.transition(conn, dataset_id, version, VersionState.EXPORTING)
         elif record.state != VersionState.EXPORTED:  # exported: an attempt died before moving on
@@ -290,7 +291,8 @@ async def _persist_data(
         linked = runtime.catalog.linked_versions - 1
         history = await versions.history(conn, dataset_id, linked) if linked else []
         record = await registry.get_version(conn, dataset_id, version)
-        assert record is not None and record.run_id is not None
+        if record is None or record.run_id is None:  # both recorded when the export began
+            raise MissingRow(f"version {version} of {dataset_id!r} has no run recorded")
         generation = await current_generation(conn, versions.gen_dataset(), dataset_id) + 1
     this = versions.pending_version(
         version,

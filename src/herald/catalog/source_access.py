@@ -32,6 +32,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from herald import sql
 from herald.catalog.errors import SourceError
 from herald.config import ConfigError, Settings
+from herald.rows import MissingRow
 
 FORBIDDEN_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 FILE_TYPES = ("csv", "jsonl")
@@ -149,7 +150,8 @@ class SourceAccess:
         row = conn.execute(
             sql.query("catalog_source_role_check"), {"schemas": list(self.schemas)}
         ).fetchone()
-        assert row is not None
+        if row is None:  # an aggregate: it always answers one row
+            raise MissingRow("statement 'catalog_source_role_check' answered no row")
         role, superuser, bypass_rls, builtin, elsewhere = row
         herald_role = self._herald_role()
         if superuser:

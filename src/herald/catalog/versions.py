@@ -16,6 +16,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from herald import sql, tenancy
@@ -25,13 +26,15 @@ from herald.catalog.metadata import Lineage, PublishedVersion
 from herald.catalog.store import ExportStore
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.errors import Permanent
 from herald.generations import records
 from herald.generations.coordinator import decide_and_record
+from herald.generations.rows import Candidate
 from herald.generations.runtime import publisher
 from herald.generations.shared import Generations
 from herald.registry import Herald
+from herald.rows import fetch_all, from_row, one_row
 
 GEN_DATASET = "catalog"  # the generations dataset the catalog publishes as
 DEFINITION = "catalog-export"  # the definition version of every catalog run
@@ -115,9 +118,9 @@ async def ensure_run(
     )
     await conn.execute(
         sql.query("catalog_version_set_run"),
-        {"dataset_id": dataset_id, "version": version, "run_id": run["id"]},
+        {"dataset_id": dataset_id, "version": version, "run_id": run.id},
     )
-    return int(run["id"])
+    return run.id
 
 
 async def publish(
@@ -163,7 +166,7 @@ async def publish(
         },
         "row_count": {"passed": True, "detail": f"{record_count} records"},
     }
-    candidate = await records.one(
+    registered = await one_row(
         conn,
         "generations_candidate_insert",
         {
@@ -182,13 +185,11 @@ async def publish(
             "lineage": json.dumps(lineage),
         },
     )
-    assert candidate is not None
+    candidate = from_row(Candidate, registered)
     decision = await decide_and_record(gens, conn, candidate, actor=f"worker:{ctx.worker_id}")
-    if decision["decision"] != "publish":
-        raise Permanent(
-            f"version {version} of {dataset_id} was not published: {decision['reason']}"
-        )
-    generation = int(decision["generation"])
+    if decision.decision != "publish" or decision.generation is None:
+        raise Permanent(f"version {version} of {dataset_id} was not published: {decision.reason}")
+    generation = decision.generation
     await conn.execute(
         sql.query("catalog_version_set_generation"),
         {"dataset_id": dataset_id, "version": version, "generation": generation},
@@ -206,14 +207,14 @@ async def abandon(conn: AsyncConn, dataset_id: str, version: int, why: str) -> N
         await records.settle_failed(conn, int(row["run_id"]), dataset_id, why[:1000])
 
 
-def verify_candidate(store: ExportStore, candidate: Row) -> list[str]:
+def verify_candidate(store: ExportStore, candidate: Candidate) -> list[str]:
     """Pre-publication check of a catalog candidate: every file it lists is re-read from
     the export store and hashed, and the listing matches the registered checksum."""
-    files = candidate["lineage"].get("files") or []
+    files = candidate.lineage.get("files") or []
     if not files:
         return ["the candidate lists no files"]
     failures = []
-    if files_checksum(files) != candidate["checksum"]:
+    if files_checksum(files) != candidate.checksum:
         failures.append("the files listed do not match the registered checksum")
     for f in files:
         digest = hashlib.sha256()
@@ -239,26 +240,42 @@ async def first_issued(conn: AsyncConn, dataset_id: str) -> dt.datetime | None:
 async def history(conn: AsyncConn, dataset_id: str, limit: int) -> list[PublishedVersion]:
     """The dataset's newest ``limit`` published versions, oldest first, each with its
     files, notes and lineage: what the entry links as versions of the dataset."""
-    cur = await conn.execute(
-        sql.query("catalog_published_history"), {"dataset_id": dataset_id, "limit": limit}
-    )
-    return [published_version(row) for row in await cur.fetchall()]
+    params = {"dataset_id": dataset_id, "limit": limit}
+    found = await fetch_all(conn, "catalog_published_history", params, PublishedRow)
+    return [published_version(row) for row in found]
 
 
-def published_version(row: Row, files: Sequence[ExportedFile] | None = None) -> PublishedVersion:
+@dataclass(frozen=True)
+class PublishedRow:
+    """A published version with its files and its run's source
+    (``catalog_published_history``)."""
+
+    version: int
+    generation: int
+    run_id: int
+    record_count: int | None
+    created_at: dt.datetime
+    published_at: dt.datetime
+    live_source: dict[str, Any] | None
+    files: list[dict[str, Any]]
+
+
+def published_version(
+    row: PublishedRow, files: Sequence[ExportedFile] | None = None
+) -> PublishedVersion:
     """A published version as the entry describes it, from a history row."""
-    listed = files if files is not None else [ExportedFile.from_dict(f) for f in row["files"]]
+    listed = files if files is not None else [ExportedFile.from_dict(f) for f in row.files]
     return PublishedVersion(
-        version=int(row["version"]),
-        generation=int(row["generation"]),
+        version=row.version,
+        generation=row.generation,
         files=tuple(listed),
-        published=row["published_at"],
-        record_count=int(row["record_count"] or 0),
+        published=row.published_at,
+        record_count=row.record_count or 0,
         lineage=Lineage(
-            run=int(row["run_id"]),
-            source=str((row["live_source"] or {}).get("label") or "its source"),
-            started=row["created_at"],
-            ended=row["published_at"],
+            run=row.run_id,
+            source=str((row.live_source or {}).get("label") or "its source"),
+            started=row.created_at,
+            ended=row.published_at,
         ),
     )
 

@@ -9,9 +9,9 @@ named statements; nothing here writes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from markupsafe import Markup
 
@@ -22,8 +22,14 @@ from herald.console.sessions import Caller
 from herald.db import Row
 from herald.errors import UnknownKind
 from herald.ops import audit, deadletters, queue_samples
+from herald.ops.audit import AuditEntry
+from herald.ops.deadletters import DeadLetter, ListedDeadLetter
+from herald.rows import Job, JobSummary, fetch_all, from_row, one_row
 from herald.schedules import get_schedule, list_fires, list_schedules
+from herald.schedules.rows import Schedule, ScheduleFire
 from herald.states import JobState
+
+T = TypeVar("T")
 
 # name -> (window seconds, bucket seconds)
 WINDOWS = {"1h": (3600, 60), "6h": (6 * 3600, 300), "24h": (24 * 3600, 1200)}
@@ -52,6 +58,17 @@ async def _rows(caller: Caller, name: str, params: dict[str, Any]) -> list[Row]:
     async with caller.state.client.pool.connection() as conn:
         cur = await conn.execute(sql.query(name), params)
         return await cur.fetchall()
+
+
+async def _typed(caller: Caller, name: str, params: dict[str, Any], cls: type[T]) -> list[T]:
+    async with caller.state.client.pool.connection() as conn:
+        return await fetch_all(conn, name, params, cls)
+
+
+async def _one(caller: Caller, name: str, params: dict[str, Any], cls: type[T]) -> T:
+    """The row of a statement that always answers one (a row of subqueries)."""
+    async with caller.state.client.pool.connection() as conn:
+        return from_row(cls, await one_row(conn, name, params))
 
 
 # --- overview -----------------------------------------------------------------------------
@@ -108,13 +125,28 @@ class QueueActivity:
         ]
 
 
+@dataclass(frozen=True)
+class Totals:
+    """Counts the overview shows beside the queues (``console_totals``); stale writes and
+    rescues within the window."""
+
+    now: datetime
+    dead_letters: int
+    cleanup_pending: int
+    cleanup_failing: int
+    stale_writes: int
+    rescues: int
+    schedules_paused: int
+    schedules_overdue: int
+
+
 @dataclass
 class Overview:
     window: str
     bucket_s: int
     queues: list[QueueActivity]
     states: dict[str, int]
-    totals: Row
+    totals: Totals
 
     def throughput_chart(self, index: int, queue: QueueActivity) -> Markup:
         per = charts_unit(self.bucket_s)
@@ -194,14 +226,14 @@ async def overview(caller: Caller, window: str) -> Overview:
     window_s, bucket_s = WINDOWS[window]
     slots = window_s // bucket_s
     queues: dict[str, QueueActivity] = {}
-    for row in await caller.state.client.queue_stats():
-        queues[row["queue"]] = QueueActivity(
-            row["queue"],
+    for stats in await caller.state.client.queue_stats():
+        queues[stats.queue] = QueueActivity(
+            stats.queue,
             slots,
-            available=row["available"],
-            scheduled=row["scheduled"],
-            running=row["running"],
-            oldest_waiting_s=row["oldest_waiting_s"],
+            available=stats.available,
+            scheduled=stats.scheduled,
+            running=stats.running,
+            oldest_waiting_s=stats.oldest_waiting_s,
         )
     params = {"window_s": window_s, "bucket_s": bucket_s}
     for row in await _rows(caller, "console_queue_activity", params):
@@ -227,7 +259,7 @@ async def overview(caller: Caller, window: str) -> Overview:
     for activity in queues.values():  # sampled, and not in the sample: it held nothing
         for slot in sampled:
             activity.idle_at(slot)
-    totals = (await _rows(caller, "console_totals", {"window_s": window_s}))[0]
+    totals = await _one(caller, "console_totals", {"window_s": window_s}, Totals)
     states: dict[str, int] = {state.value: 0 for state in JOB_STATES}
     states.update(await caller.state.client.state_counts())
     return Overview(
@@ -251,7 +283,14 @@ class JobFilters:
     limit: int = 50
 
 
-async def jobs(caller: Caller, filters: JobFilters) -> list[Row]:
+@dataclass(frozen=True)
+class ListedJob(JobSummary):
+    """A job in the console's list (``console_job_list``): who submitted it over the API."""
+
+    submitted_by: str | None  # the API key's name; None: not submitted over the API
+
+
+async def jobs(caller: Caller, filters: JobFilters) -> list[ListedJob]:
     params = {
         "state": filters.state,
         "kind": filters.kind,
@@ -263,7 +302,7 @@ async def jobs(caller: Caller, filters: JobFilters) -> list[Row]:
         "before_id": filters.before_id,
         "limit": filters.limit,
     }
-    return await _rows(caller, "console_job_list", params)
+    return await _typed(caller, "console_job_list", params, ListedJob)
 
 
 @dataclass(frozen=True)
@@ -272,38 +311,49 @@ class StepView:
     status: str  # done, running, failed, next, pending
 
 
+@dataclass(frozen=True)
+class JobRelations:
+    """What else the database knows of a job (``console_job_relations``); its rescues and
+    refused stale writes are JSON records."""
+
+    dead_letter_id: int | None
+    submitted_by: str | None
+    rescues: list[dict[str, Any]]
+    stale_writes: list[dict[str, Any]]
+
+
 @dataclass
 class JobDetail:
-    job: Row
+    job: Job
     dead_letter_id: int | None
     submitted_by: str | None
     rescues: list[dict[str, Any]]
     stale_writes: list[dict[str, Any]]
     steps: list[StepView]
-    audit: list[Row]
+    audit: list[AuditEntry]
     timeline: list[tuple[datetime, str, str]]  # (when, what, detail), oldest first
 
 
-def _steps(caller: Caller, job: Row) -> list[StepView]:
+def _steps(caller: Caller, job: Job) -> list[StepView]:
     try:
-        kind = caller.state.app.kind(job["kind"])
+        kind = caller.state.app.kind(job.kind)
     except UnknownKind:
         return []
     names = [step.name for step in kind.steps] if kind.pipeline else []
     if not names:
         return []
     try:
-        current = kind.first_step_index(job["step"])
+        current = kind.first_step_index(job.step)
     except LookupError:
         return [StepView(name, "pending") for name in names]
     here = {
         JobState.RUNNING: "running",
         JobState.DEAD: "failed",
         JobState.CANCELLED: "failed",
-    }.get(job["state"], "next")
+    }.get(job.state, "next")
     views = []
     for index, name in enumerate(names):
-        if job["state"] == JobState.SUCCEEDED or index < current:
+        if job.state == JobState.SUCCEEDED or index < current:
             views.append(StepView(name, "done"))
         elif index == current:
             views.append(StepView(name, here))
@@ -324,12 +374,12 @@ def _moment(value: Any) -> datetime | None:
 
 
 def _timeline(
-    job: Row, rescues: list[dict[str, Any]], stale: list[dict[str, Any]]
+    job: Job, rescues: list[dict[str, Any]], stale: list[dict[str, Any]]
 ) -> list[tuple[datetime, str, str]]:
-    events: list[tuple[datetime, str, str]] = [(job["created_at"], "admitted", "")]
-    if job["replay_of"]:
-        events[0] = (job["created_at"], "admitted", f"replay of job {job['replay_of']}")
-    for error in job["errors"]:
+    events: list[tuple[datetime, str, str]] = [(job.created_at, "admitted", "")]
+    if job.replay_of:
+        events[0] = (job.created_at, "admitted", f"replay of job {job.replay_of}")
+    for error in job.errors:
         at = _moment(error.get("at"))
         if at is not None:
             what = f"attempt {error.get('attempt', '?')} failed ({error.get('kind', 'error')})"
@@ -343,68 +393,65 @@ def _timeline(
             at = _moment(record.get("at"))
             if at is not None:
                 events.append((at, what, said.format(**record)))
-    if job["attempted_at"] is not None:
-        events.append((job["attempted_at"], f"attempt {job['attempt']} started", ""))
-    if job["finished_at"] is not None:
-        events.append((job["finished_at"], job["state"], ""))
+    if job.attempted_at is not None:
+        events.append((job.attempted_at, f"attempt {job.attempt} started", ""))
+    if job.finished_at is not None:
+        events.append((job.finished_at, job.state.value, ""))
     return sorted(events, key=lambda e: e[0])
 
 
 async def job(caller: Caller, job_id: int) -> JobDetail | None:
-    row = await caller.state.client.get_job(job_id)
-    if row is None:
+    found = await caller.state.client.get_job(job_id)
+    if found is None:
         return None
-    row["errors"] = _visible(caller, row["errors"])
-    relations = (await _rows(caller, "console_job_relations", {"id": job_id}))[0]
+    row = replace(found, errors=_visible(caller, found.errors))
+    relations = await _one(caller, "console_job_relations", {"id": job_id}, JobRelations)
     entries = await audit_entries(caller, target_type="job", target_id=str(job_id), limit=20)
     return JobDetail(
         job=row,
-        dead_letter_id=relations["dead_letter_id"],
-        submitted_by=relations["submitted_by"],
-        rescues=relations["rescues"],
-        stale_writes=relations["stale_writes"],
+        dead_letter_id=relations.dead_letter_id,
+        submitted_by=relations.submitted_by,
+        rescues=relations.rescues,
+        stale_writes=relations.stale_writes,
         steps=_steps(caller, row),
         audit=entries,
-        timeline=_timeline(row, relations["rescues"], relations["stale_writes"]),
+        timeline=_timeline(row, relations.rescues, relations.stale_writes),
     )
 
 
 # --- dead letters -------------------------------------------------------------------------
 
 
-async def dead_letters(caller: Caller, **filters: Any) -> list[Row]:
+async def dead_letters(caller: Caller, **filters: Any) -> list[ListedDeadLetter]:
     return await deadletters.list_dead(caller.state.client.pool, **filters)
 
 
-async def dead_letter(caller: Caller, dead_letter_id: int) -> Row:
+async def dead_letter(caller: Caller, dead_letter_id: int) -> DeadLetter:
     """One dead letter in full (NotFound if there is none)."""
     row = await deadletters.get(caller.state.client.pool, dead_letter_id)
-    row["errors"] = _visible(caller, row["errors"])
-    return row
+    return replace(row, errors=_visible(caller, row.errors))
 
 
 # --- schedules ----------------------------------------------------------------------------
 
 
-async def schedules(caller: Caller, **filters: Any) -> list[Row]:
+async def schedules(caller: Caller, **filters: Any) -> list[Schedule]:
     return await list_schedules(caller.state.client.pool, **filters)
 
 
-async def schedule(caller: Caller, schedule_id: int) -> Row | None:
+async def schedule(caller: Caller, schedule_id: int) -> Schedule | None:
     return await get_schedule(caller.state.client.pool, schedule_id)
 
 
-async def schedule_fires(caller: Caller, schedule_id: int, limit: int = 50) -> list[Row]:
+async def schedule_fires(caller: Caller, schedule_id: int, limit: int = 50) -> list[ScheduleFire]:
     return await list_fires(caller.state.client.pool, schedule_id, limit=limit)
 
 
 # --- audit --------------------------------------------------------------------------------
 
 
-async def audit_entries(caller: Caller, **filters: Any) -> list[Row]:
+async def audit_entries(caller: Caller, **filters: Any) -> list[AuditEntry]:
     rows = await audit.entries(caller.state.client.pool, **filters)
-    if not may_see_tracebacks(caller):
-        for row in rows:
-            row["before"] = _scrub(row["before"])
-            row["after"] = _scrub(row["after"])
-    return rows
+    if may_see_tracebacks(caller):
+        return rows
+    return [replace(row, before=_scrub(row.before), after=_scrub(row.after)) for row in rows]

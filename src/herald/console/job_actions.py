@@ -14,39 +14,39 @@ from herald.console.registry import Action, Done, Option, Skip, per_target
 from herald.console.render import when
 from herald.console.sessions import Caller
 from herald.console.web import identifier
-from herald.db import Row
 from herald.errors import UnknownKind
 from herald.ops import deadletters
 from herald.ops import jobs as job_ops
+from herald.ops.deadletters import CleanupState, DeadLetter
 from herald.ops.errors import NotFound
+from herald.rows import Job
 from herald.states import JobState
 
 
-def _object(row: Mapping[str, object]) -> str:
-    key = row.get("key")
-    return f"{row['kind']}/{key}" if key else f"{row['kind']} (no key)"
+def _object(row: Job | DeadLetter) -> str:
+    return f"{row.kind}/{row.key}" if row.key else f"{row.kind} (no key)"
 
 
 # --- jobs ---------------------------------------------------------------------------------
 
 
-async def _job(caller: Caller, target: str) -> Row | None:
+async def _job(caller: Caller, target: str) -> Job | None:
     return await caller.state.client.get_job(identifier(target, "job id"))
 
 
-def _cancel_verdict(caller: Caller, job: Row) -> str | Skip:
-    if job["state"] == JobState.RUNNING:
+def _cancel_verdict(caller: Caller, job: Job) -> str | Skip:
+    if job.state == JobState.RUNNING:
         return (
-            f"Cancel job {job['id']} ({_object(job)}), running on {job['lease_owner']} "
-            f"under fence {job['fence']}: its lease ends now, the handler is stopped at "
+            f"Cancel job {job.id} ({_object(job)}), running on {job.lease_owner} "
+            f"under fence {job.fence}: its lease ends now, the handler is stopped at "
             "its next heartbeat and every later write of that worker is refused."
         )
-    if job["state"] == JobState.WAITING:
+    if job.state == JobState.WAITING:
         return (
-            f"Cancel job {job['id']} ({_object(job)}), waiting at attempt "
-            f"{job['attempt']} of {job['max_attempts']}: it will never run."
+            f"Cancel job {job.id} ({_object(job)}), waiting at attempt "
+            f"{job.attempt} of {job.max_attempts}: it will never run."
         )
-    return Skip(f"job {job['id']} is {job['state']}: only waiting or running jobs")
+    return Skip(f"job {job.id} is {job.state}: only waiting or running jobs")
 
 
 async def _cancel(caller: Caller, target: str, reason: str, params: Mapping[str, str]) -> str:
@@ -55,13 +55,13 @@ async def _cancel(caller: Caller, target: str, reason: str, params: Mapping[str,
     return f"job {job_id} cancelled"
 
 
-def _retry_verdict(caller: Caller, job: Row) -> str | Skip:
-    if job["state"] != JobState.WAITING:
-        return Skip(f"job {job['id']} is {job['state']}: only a waiting job can be retried")
+def _retry_verdict(caller: Caller, job: Job) -> str | Skip:
+    if job.state != JobState.WAITING:
+        return Skip(f"job {job.id} is {job.state}: only a waiting job can be retried")
     return (
-        f"Make job {job['id']} ({_object(job)}) due now instead of at "
-        f"{when(job['run_at'])}; its attempt count ({job['attempt']} of "
-        f"{job['max_attempts']}) stays."
+        f"Make job {job.id} ({_object(job)}) due now instead of at "
+        f"{when(job.run_at)}; its attempt count ({job.attempt} of "
+        f"{job.max_attempts}) stays."
     )
 
 
@@ -81,23 +81,23 @@ async def _retry(caller: Caller, target: str, reason: str, params: Mapping[str, 
 # --- dead letters -------------------------------------------------------------------------
 
 
-async def _dead(caller: Caller, target: str) -> Row | None:
+async def _dead(caller: Caller, target: str) -> DeadLetter | None:
     try:
         return await deadletters.get(caller.state.client.pool, identifier(target, "dead letter id"))
     except NotFound:
         return None
 
 
-def _replay_verdict(caller: Caller, dead: Row) -> str | Skip:
+def _replay_verdict(caller: Caller, dead: DeadLetter) -> str | Skip:
     try:
-        attempts = caller.state.app.kind(dead["kind"]).max_attempts
+        attempts = caller.state.app.kind(dead.kind).max_attempts
     except UnknownKind:
-        return Skip(f"dead letter {dead['id']}: this application has no kind {dead['kind']!r}")
-    again = f" (it was replayed before, as job {dead['replayed_job_id']})"
+        return Skip(f"dead letter {dead.id}: this application has no kind {dead.kind!r}")
+    again = f" (it was replayed before, as job {dead.replayed_job_id})"
     return (
-        f"Enqueue a new {_object(dead)} job on queue {dead['queue']} with the dead job's "
+        f"Enqueue a new {_object(dead)} job on queue {dead.queue} with the dead job's "
         f"payload and a fresh budget of {attempts} attempts, as a replay of job "
-        f"{dead['job_id']}" + (again if dead["replayed_job_id"] else "") + ". The dead "
+        f"{dead.job_id}" + (again if dead.replayed_job_id else "") + ". The dead "
         "letter stays, with its cleanup state."
     )
 
@@ -119,14 +119,14 @@ FORCE = Option(
 )
 
 
-def _discard_verdict(caller: Caller, dead: Row) -> str:
+def _discard_verdict(caller: Caller, dead: DeadLetter) -> str:
     line = (
-        f"Remove dead letter {dead['id']} ({_object(dead)}, job {dead['job_id']}); the "
+        f"Remove dead letter {dead.id} ({_object(dead)}, job {dead.job_id}); the "
         "audit record keeps it in full."
     )
-    if dead["cleanup_state"] == "pending":
+    if dead.cleanup_state is CleanupState.PENDING:
         line += (
-            f" Its cleanup is still pending ({dead['cleanup_attempts']} attempts so far): "
+            f" Its cleanup is still pending ({dead.cleanup_attempts} attempts so far): "
             "refused unless 'Abandon pending cleanups' is ticked."
         )
     return line
@@ -138,7 +138,9 @@ async def _discard(caller: Caller, target: str, reason: str, params: Mapping[str
     removed = await deadletters.discard(
         caller.state.client.pool, dead_id, actor=caller.name, reason=reason, force=force
     )
-    abandoned = " (its pending cleanup abandoned)" if removed["cleanup_state"] == "pending" else ""
+    abandoned = (
+        " (its pending cleanup abandoned)" if removed.cleanup_state is CleanupState.PENDING else ""
+    )
     return f"dead letter {dead_id} discarded{abandoned}"
 
 

@@ -27,17 +27,18 @@ from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from fastapi import APIRouter
 
 from herald.api.auth import SCOPES
-from herald.db import Row
 from herald.errors import HeraldError
 from herald.registry import Herald
 
 if TYPE_CHECKING:
     from herald.console.sessions import Caller
+
+T = TypeVar("T")  # the row a per-target review loads
 
 ENTRY_POINT_GROUP = "herald.console"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -106,8 +107,8 @@ class Skip:
 def per_target(
     title: str,
     what: str,
-    load: Callable[[Caller, str], Awaitable[Row | None]],
-    verdict: Callable[[Caller, Row], str | Skip],
+    load: Callable[[Caller, str], Awaitable[T | None]],
+    verdict: Callable[[Caller, T], str | Skip],
     options: Sequence[Option] = (),
 ) -> ReviewFn:
     """A review that loads each target and asks ``verdict`` what the action does to it.

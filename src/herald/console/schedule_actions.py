@@ -18,13 +18,13 @@ from herald.console.registry import Action, PerformFn, Review, Skip, per_target
 from herald.console.render import when
 from herald.console.sessions import Caller
 from herald.console.web import Invalid, Missing, identifier
-from herald.db import Row
 from herald.schedules import (
     get_schedule,
     pause_schedule,
     resume_schedule,
     update_schedule,
 )
+from herald.schedules.rows import Schedule
 from herald.schedules.store import spec_of
 
 FIELDS = (
@@ -39,20 +39,20 @@ _USES = {
 }
 
 
-def rule_text(row: Row) -> str:
+def rule_text(row: Schedule) -> str:
     """A schedule's rule in words: ``daily at 03:00 (UTC)``."""
-    zone = row["timezone"]
-    at = row["at_time"].strftime("%H:%M") if row["at_time"] is not None else ""
+    zone = row.timezone
+    at = row.at_time.strftime("%H:%M") if row.at_time is not None else ""
     days = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-    match row["frequency"]:
+    match row.frequency:
         case "daily":
             return f"daily at {at} ({zone})"
-        case "weekly":
-            return f"every {days[row['weekday'] - 1]} at {at} ({zone})"
+        case "weekly" if row.weekday is not None:
+            return f"every {days[row.weekday - 1]} at {at} ({zone})"
         case "monthly":
-            return f"monthly on day {row['day_of_month']} at {at} ({zone})"
+            return f"monthly on day {row.day_of_month} at {at} ({zone})"
         case _:
-            return f"cron {row['cron']} ({zone})"
+            return f"cron {row.cron} ({zone})"
 
 
 def _int(params: Mapping[str, str], name: str) -> int | None:
@@ -114,7 +114,7 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-async def _one(caller: Caller, target: str) -> Row | None:
+async def _one(caller: Caller, target: str) -> Schedule | None:
     return await get_schedule(caller.state.client.pool, identifier(target, "schedule id"))
 
 
@@ -129,7 +129,7 @@ async def _review_update(
     wanted = changes(params)
     old = spec_of(row)
     new = replace(old, **wanted)
-    title = f"Edit schedule {row['id']} ({row['kind']}/{row['key']})"
+    title = f"Edit schedule {row.id} ({row.kind}/{row.key})"
     try:
         rule, _payload = new.validate(caller.state.app)
     except ValueError as exc:  # ScheduleError, UnknownKind
@@ -147,7 +147,7 @@ async def _review_update(
             " The rule changes, so the schedule is re-timed: next due at its first slot after now."
         )
     else:
-        effect += f" Its next due time stays {when(row['next_due_at'])}."
+        effect += f" Its next due time stays {when(row.next_due_at)}."
     return Review(title, [effect], params=dict(params), details=details)
 
 
@@ -163,23 +163,23 @@ async def _update(caller: Caller, target: str, reason: str, params: Mapping[str,
     )
     if row is None:
         raise Missing(f"schedule {schedule_id} does not exist")
-    return f"schedule {schedule_id} saved; next due {when(row['next_due_at'])}"
+    return f"schedule {schedule_id} saved; next due {when(row.next_due_at)}"
 
 
-def _pause_verdict(caller: Caller, row: Row) -> str | Skip:
-    if row["paused"]:
-        return Skip(f"schedule {row['id']} is paused already")
+def _pause_verdict(caller: Caller, row: Schedule) -> str | Skip:
+    if row.paused:
+        return Skip(f"schedule {row.id} is paused already")
     return (
-        f"Pause schedule {row['id']} ({row['kind']}/{row['key']}, {rule_text(row)}): it "
-        f"will not fire until resumed (it was next due {when(row['next_due_at'])})."
+        f"Pause schedule {row.id} ({row.kind}/{row.key}, {rule_text(row)}): it "
+        f"will not fire until resumed (it was next due {when(row.next_due_at)})."
     )
 
 
-def _resume_verdict(caller: Caller, row: Row) -> str | Skip:
-    if not row["paused"]:
-        return Skip(f"schedule {row['id']} is not paused")
+def _resume_verdict(caller: Caller, row: Schedule) -> str | Skip:
+    if not row.paused:
+        return Skip(f"schedule {row.id} is not paused")
     return (
-        f"Resume schedule {row['id']} ({row['kind']}/{row['key']}, {rule_text(row)}): "
+        f"Resume schedule {row.id} ({row.kind}/{row.key}, {rule_text(row)}): "
         "it fires again from its next slot after now; slots missed while it was "
         "paused are not fired."
     )
@@ -195,7 +195,7 @@ def _set_paused(paused: bool) -> PerformFn:
             raise Missing(f"schedule {schedule_id} does not exist")
         if paused:
             return f"schedule {schedule_id} paused"
-        return f"schedule {schedule_id} resumed; next due {when(row['next_due_at'])}"
+        return f"schedule {schedule_id} resumed; next due {when(row.next_due_at)}"
 
     return perform
 

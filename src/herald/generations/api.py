@@ -115,7 +115,7 @@ async def declare_run(body: RunIn, state: State, principal: Submitter) -> dict[s
             requested_by=principal.name,
             reason=body.reason,
         )
-        return await records.run_status(conn, run["id"])
+        return await records.run_status(conn, run.id)
 
 
 @router.get(
@@ -187,7 +187,9 @@ async def feed(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
     async with _session(state) as (_gens, conn):
-        return await outbox.feed(conn, after=after, dataset=dataset, limit=limit)
+        return [
+            e.to_json() for e in await outbox.feed(conn, after=after, dataset=dataset, limit=limit)
+        ]
 
 
 @router.get(
@@ -198,7 +200,7 @@ async def feed(
 async def held(dataset: str, state: State, _: Operator) -> list[dict[str, Any]]:
     async with _session(state) as (_gens, conn):
         await records.dataset(conn, dataset)
-        return await quarantine.held_items(conn, dataset, state=None)
+        return [item.to_json() for item in await quarantine.held_items(conn, dataset, state=None)]
 
 
 @router.post(
@@ -235,7 +237,7 @@ async def subscribe(body: SubscriptionIn, state: State, principal: Operator) -> 
             actor=principal.name,
             reason=body.reason,
         )
-        return {**row, "secret": secret}
+        return {**row.to_json(), "secret": secret}
 
 
 @router.post(
@@ -262,7 +264,7 @@ async def declare_backfill(body: BackfillIn, state: State, principal: Operator) 
             actor=principal.name,
             reason=body.reason,
         )
-        return await backfill.progress(conn, row["id"])
+        return await backfill.progress(conn, row.id)
 
 
 @router.get(

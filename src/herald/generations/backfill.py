@@ -18,11 +18,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from herald.context import JobContext
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
+from herald.generations import records
 from herald.generations.errors import NotFound, PlanError
-from herald.generations.records import one, plan_run, rows
+from herald.generations.records import plan_run
+from herald.generations.rows import Backfill, Manifest
 from herald.ops import audit, limits
-from herald.rows import one_row
+from herald.rows import fetch_all, fetch_one, from_row, one_row
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -44,13 +46,13 @@ async def declare(
     actor: str,
     reason: str,
     intent: str = "publish",
-) -> Row:
+) -> Backfill:
     """Declare and start a backfill over the manifests received in the source range."""
     actor, reason = audit.require(actor, reason)
     if not expected_cost:
         raise PlanError("a backfill states its expected cost up front")
     async with conn.transaction():
-        manifests = await rows(
+        manifests = await fetch_all(
             conn,
             "generations_manifests_in_range",
             {
@@ -59,10 +61,11 @@ async def declare(
                 "to": source_to,
                 "partitions": list(partitions),
             },
+            Manifest,
         )
         if not manifests:
             raise PlanError("no retained input in the source range for those partitions")
-        row = await one_row(
+        declared = await one_row(
             conn,
             "generations_backfill_insert",
             {
@@ -86,49 +89,58 @@ async def declare(
             dataset_name=dataset_name,
             purpose="backfill",
             definition_version=definition_version,
-            manifest_ids=[m["id"] for m in manifests],
+            manifest_ids=[m.id for m in manifests],
             partitions=partitions,
             policy=policy,
             intent=intent,
             requested_by=actor,
-            reason=f"backfill {row['id']}: {reason}",
-            backfill_id=row["id"],
+            reason=f"backfill {declared['id']}: {reason}",
+            backfill_id=declared["id"],
         )
-        row = await one_row(
-            conn, "generations_backfill_set_run", {"id": row["id"], "run_id": run["id"]}
+        started = from_row(
+            Backfill,
+            await one_row(
+                conn, "generations_backfill_set_run", {"id": declared["id"], "run_id": run.id}
+            ),
         )
         await audit.record(
-            conn, actor, "generations.backfill", ("gen_backfill", row["id"]), reason, after=row
+            conn,
+            actor,
+            "generations.backfill",
+            ("gen_backfill", started.id),
+            reason,
+            after=started.to_json(),
         )
-    return row
+    return started
 
 
 async def throttle(gen: Generations, ctx: JobContext, payload: dict[str, Any]) -> None:
     """Take a concurrency slot and a write token of the task's backfill (or snooze)."""
     async with gen.pool(ctx).connection() as conn:
-        row = await one(conn, "generations_backfill_of_run", {"run_id": int(payload["run_id"])})
-    if row is None:
+        found = await fetch_one(
+            conn, "generations_backfill_of_run", {"run_id": int(payload["run_id"])}, Backfill
+        )
+    if found is None:
         return
-    key = f"generations.backfill:{row['id']}"
-    await limits.acquire_slot(ctx, key, int(row["concurrency"]), retry_after=0.5)
-    await limits.acquire(ctx, key, float(row["writes_per_second"]), 1.0)
+    key = f"generations.backfill:{found.id}"
+    await limits.acquire_slot(ctx, key, found.concurrency, retry_after=0.5)
+    await limits.acquire(ctx, key, found.writes_per_second, 1.0)
 
 
-async def progress(conn: AsyncConn, backfill_id: int) -> Row:
-    """A backfill, its declaration, and per partition where its task stands."""
-    row = await one(conn, "generations_backfill_get", {"id": backfill_id})
-    if row is None:
+async def progress(conn: AsyncConn, backfill_id: int) -> dict[str, Any]:
+    """A backfill, its declaration, and per partition where its task stands: the API's
+    JSON document (the backfill's columns, ``partitions_progress``, ``done``, ``total``)."""
+    found = await fetch_one(conn, "generations_backfill_get", {"id": backfill_id}, Backfill)
+    if found is None:
         raise NotFound(f"no backfill {backfill_id}")
-    parts = await rows(conn, "generations_run_partitions", {"run_id": row["run_id"]})
-    row["partitions_progress"] = [
-        {
-            "partition": p["partition"],
-            "state": p["state"],
-            "attempt": p["attempt"],
-            "detail": p["detail"],
-        }
-        for p in parts
-    ]
-    done = sum(1 for p in parts if p["state"] not in ("queued", "building"))
-    row["done"], row["total"] = done, len(parts)
-    return row
+    # A backfill always has its run once declared (both are written in one transaction).
+    parts = await records.tasks(conn, found.run_id) if found.run_id is not None else []
+    return {
+        **found.to_json(),
+        "partitions_progress": [
+            {"partition": p.partition, "state": p.state, "attempt": p.attempt, "detail": p.detail}
+            for p in parts
+        ],
+        "done": sum(1 for p in parts if not p.state.unsettled),
+        "total": len(parts),
+    }

@@ -113,10 +113,10 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
                 print(
                     json.dumps(
                         {
-                            "position": e["position"],
-                            "event_id": e["event_id"],
-                            "type": e["event_type"],
-                            **e["payload"],
+                            "position": e.position,
+                            "event_id": e.event_id,
+                            "type": e.event_type,
+                            **e.payload,
                         },
                         default=str,
                     )
@@ -126,7 +126,7 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
             items = await quarantine.held_items(conn, args.dataset, state=None)
             print(
                 tables.table(
-                    items,
+                    [item.to_json() for item in items],
                     [
                         "id",
                         "state",

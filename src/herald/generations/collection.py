@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from herald import tenancy
 from herald.db import AsyncConn
-from herald.generations.records import rows
+from herald.rows import all_rows
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -37,7 +37,7 @@ async def collect(
         found.append((location, int(match.group(1)), int(match.group(2))))
     if not found:
         return []
-    orphans = await rows(
+    orphans = await all_rows(
         conn,
         "generations_orphans",
         {

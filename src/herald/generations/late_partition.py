@@ -28,11 +28,20 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from herald.config import Settings
-from herald.db import AsyncConn, Row, connect, conninfo, database_url
-from herald.generations import records, sample
-from herald.generations.records import one, rows
+from herald.db import AsyncConn, connect, conninfo, database_url
+from herald.generations import outbox, records, sample
+from herald.generations.rows import (
+    CandidateDecided,
+    Current,
+    Decision,
+    FeedEvent,
+    Manifest,
+    RunState,
+    TaskProgress,
+)
 from herald.generations.store import ROOT_VARIABLE
 from herald.migrate import migrate
+from herald.rows import all_rows, fetch_all
 
 PARTITION = "2026-07-14"
 REPAIR_RUN, DAILY_RUN = 771, 772
@@ -44,17 +53,16 @@ class Trace:
     """What the records say after the trace (each field read from the database)."""
 
     generation_before: int = 0
-    current: Row = field(default_factory=dict)
-    winner: Row = field(default_factory=dict)
-    winner_decision: Row = field(default_factory=dict)
-    repair_job: Row = field(default_factory=dict)
-    daily_decisions: list[Row] = field(default_factory=list)
-    daily_partition: Row = field(default_factory=dict)
+    current: Current | None = None
+    winner: CandidateDecided | None = None  # with the coordinator's last word on it
+    repair_job: TaskProgress | None = None
+    daily_decisions: list[Decision] = field(default_factory=list)
+    daily_partition: TaskProgress | None = None
     orphans: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     self_fenced: list[str] = field(default_factory=list)
     zombie_candidates: int = 0
-    events: list[Row] = field(default_factory=list)
+    events: list[FeedEvent] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
 
 
@@ -181,7 +189,7 @@ async def _play(
 ) -> None:
     day = datetime(2026, 7, 14, tzinfo=UTC)
 
-    async def land(name: str, data: bytes) -> Row:
+    async def land(name: str, data: bytes) -> Manifest:
         return await records.receive_input(
             gens,
             conn,
@@ -205,17 +213,17 @@ async def _play(
             dataset_name="orders",
             purpose="scheduled",
             definition_version="v18",
-            manifest_ids=[original["id"]],
+            manifest_ids=[original.id],
             partitions=[PARTITION],
             policy="wait",
             requested_by="schedule",
             reason="daily build",
         )
-        await _until(functools.partial(_settled, conn, run["id"]), 60, f"run {run['id']}")
+        await _until(functools.partial(_settled, conn, run.id), 60, f"run {run.id}")
     generation = await records.current_generation(conn, "orders", PARTITION)
     note(f"09:00 readers of orders/{PARTITION} see generation {generation}")
     late = await land("orders-2026-07-14-late.jsonl", orders(40, 5))
-    note(f"09:05 a late file lands: manifest {late['id']} (5 records)")
+    note(f"09:05 a late file lands: manifest {late.id} (5 records)")
     (pauses / f"run-{REPAIR_RUN}-fence-1").touch()
     await records.plan_run(
         gens,
@@ -223,14 +231,14 @@ async def _play(
         dataset_name="orders",
         purpose="repair",
         definition_version="v18",
-        manifest_ids=[original["id"], late["id"]],
+        manifest_ids=[original.id, late.id],
         partitions=[PARTITION],
         policy="rebase",
         requested_by="operator:ana",
         reason="late file for 2026-07-14",
         run_id=REPAIR_RUN,
     )
-    note(f"09:06 repair run {REPAIR_RUN} starts (inputs {original['id']}+{late['id']})")
+    note(f"09:06 repair run {REPAIR_RUN} starts (inputs {original.id}+{late.id})")
     marker = pauses / f"paused-{REPAIR_RUN}-1"
     await _until(lambda: _exists(marker), 60, "run 771's first attempt to write its output")
     paused = workers.by_pid(int((await asyncio.to_thread(marker.read_text)).split()[0]))
@@ -244,25 +252,25 @@ async def _play(
         dataset_name="orders",
         purpose="scheduled",
         definition_version="v18",
-        manifest_ids=[original["id"]],
+        manifest_ids=[original.id],
         partitions=[PARTITION],
         policy="wait",
         requested_by="schedule",
         reason="daily build",
         run_id=DAILY_RUN,
     )
-    note(f"09:12 daily run {DAILY_RUN} starts (inputs {original['id']} only, base {generation})")
+    note(f"09:12 daily run {DAILY_RUN} starts (inputs {original.id} only, base {generation})")
     await _until(lambda: _settled(conn, REPAIR_RUN), 120, "run 771's retry to settle")
     await _until(lambda: _settled(conn, DAILY_RUN), 120, "run 772 to settle")
     note(f"       run {REPAIR_RUN}'s lease ran out; the job was rescued and retried (attempt 773)")
     paused.send_signal(signal.SIGCONT)
     note(f"09:20 the stopped worker resumes and tries to report run {REPAIR_RUN}")
-    job = await one(conn, "generations_run_partitions", {"run_id": REPAIR_RUN})
-    assert job is not None
+    [task] = await records.tasks(conn, REPAIR_RUN)
+    job_id = task.job_id or 0  # a run's task always names its job (plan_run enqueues it)
     zombie_log = workers.logs[paused.pid]
 
     async def zombie_report() -> list[str]:
-        return await _refusals(conn, job["job_id"]) or await _self_fenced(zombie_log)
+        return await _refusals(conn, job_id) or await _self_fenced(zombie_log)
 
     await _until(zombie_report, 60, "the zombie's report")
     trace.self_fenced = await _self_fenced(zombie_log)
@@ -273,8 +281,8 @@ async def _exists(path: Path) -> bool:
 
 
 async def _settled(conn: AsyncConn, run_id: int) -> bool:
-    run = await one(conn, "generations_run_get", {"id": run_id})
-    return run is not None and run["state"] == "settled"
+    run = await records.run(conn, run_id)
+    return run is not None and run.state is RunState.SETTLED
 
 
 async def _self_fenced(log: Path) -> list[str]:
@@ -291,67 +299,60 @@ async def _self_fenced(log: Path) -> list[str]:
 async def _refusals(conn: AsyncConn, job_id: int) -> list[str]:
     found = [
         f"candidate registration refused: {d['reason']}"
-        for d in await rows(conn, "generations_refusals", {"job_id": job_id})
+        for d in await all_rows(conn, "generations_refusals", {"job_id": job_id})
     ]
     found += [
         f"{w['operation']} refused for fence {w['fence']} (worker {w['owner']})"
-        for w in await rows(conn, "generations_stale_writes", {"job_id": job_id})
+        for w in await all_rows(conn, "generations_stale_writes", {"job_id": job_id})
     ]
     return found
 
 
 async def _read_back(gens: Any, conn: AsyncConn, trace: Trace) -> None:
-    current = await one(
-        conn, "generations_current_get", {"dataset": "orders", "partition": PARTITION}
+    trace.current = current = await records.current(conn, "orders", PARTITION)
+    key = {"dataset": "orders", "partition": PARTITION}
+    candidates = await fetch_all(conn, "generations_candidates_of_partition", key, CandidateDecided)
+    by_id = {c.id: c for c in candidates}
+    trace.winner = by_id.get(current.candidate_id) if current and current.candidate_id else None
+    [repair] = await records.tasks(conn, REPAIR_RUN)
+    trace.repair_job = repair
+    trace.daily_decisions = await fetch_all(
+        conn, "generations_decisions_of_run", {"run_id": DAILY_RUN}, Decision
     )
-    assert current is not None
-    trace.current = current
-    candidates = await rows(
-        conn, "generations_candidates_of_partition", {"dataset": "orders", "partition": PARTITION}
-    )
-    by_id = {c["id"]: c for c in candidates}
-    trace.winner = by_id[current["candidate_id"]]
-    trace.winner_decision = trace.winner
-    parts = await rows(conn, "generations_run_partitions", {"run_id": REPAIR_RUN})
-    trace.repair_job = parts[0]
-    trace.daily_decisions = await rows(conn, "generations_decisions_of_run", {"run_id": DAILY_RUN})
-    trace.daily_partition = (await rows(conn, "generations_run_partitions", {"run_id": DAILY_RUN}))[
-        0
-    ]
-    registered = {c["location"] for c in candidates}
+    [trace.daily_partition] = await records.tasks(conn, DAILY_RUN)
+    registered = {c.location for c in candidates}
     trace.orphans = [
         p for p in gens.store.attempt_outputs("orders", PARTITION) if p not in registered
     ]
-    trace.refusals = await _refusals(conn, trace.repair_job["job_id"]) + trace.self_fenced
-    trace.zombie_candidates = sum(
-        1 for c in candidates if c["job_id"] == trace.repair_job["job_id"] and c["fence"] == 1
-    )
-    trace.events = await rows(
-        conn, "generations_feed", {"after": 0, "dataset": "orders", "limit": 1000}
-    )
+    repair_job = repair.job_id or 0
+    trace.refusals = await _refusals(conn, repair_job) + trace.self_fenced
+    trace.zombie_candidates = sum(1 for c in candidates if c.job_id == repair_job and c.fence == 1)
+    trace.events = await outbox.feed(conn, after=0, dataset="orders", limit=1000)
 
 
 def report(trace: Trace) -> list[str]:
     """The trace's outcome in words, from the records."""
-    w, cur = trace.winner, trace.current
+    w, cur, daily = trace.winner, trace.current, trace.daily_partition
+    if w is None or cur is None or daily is None:
+        return [f"the trace did not finish: orders/{PARTITION} has no winner to report"]
     lines = [
-        f"generation {cur['generation']} of orders/{PARTITION} is run {w['run_id']}'s "
-        f"candidate {w['id']}, registered by job {w['job_id']} attempt {w['attempt']} "
-        f"(fence {w['fence']}; the story's attempt 773), inputs {cur['manifest_ids']}, "
-        f"{cur['row_count']} rows, checksum {cur['checksum'][:19]}...",
-        f"  why: {w['reason']}",
+        f"generation {cur.generation} of orders/{PARTITION} is run {w.run_id}'s "
+        f"candidate {w.id}, registered by job {w.job_id} attempt {w.attempt} "
+        f"(fence {w.fence}; the story's attempt 773), inputs {cur.manifest_ids}, "
+        f"{cur.row_count} rows, checksum {(cur.checksum or '')[:19]}...",
+        f"  why: {w.reason}",
     ]
     for d in trace.daily_decisions:
-        lines.append(f"run {DAILY_RUN}: {d['decision']} ({d['reason_code']}): {d['reason']}")
-    lines.append(f"run {DAILY_RUN}'s partition ends {trace.daily_partition['state']}")
+        lines.append(f"run {DAILY_RUN}: {d.decision} ({d.reason_code}): {d.reason}")
+    lines.append(f"run {DAILY_RUN}'s partition ends {daily.state}")
     for orphan in trace.orphans:
         lines.append(f"orphaned output (written, never registered, not visible): {orphan}")
     for refusal in trace.refusals:
         lines.append(f"run {REPAIR_RUN}'s late report: {refusal}")
     lines.append(
         f"consumers got {len(trace.events)} events; the last: "
-        f"{trace.events[-1]['event_type']} generation {trace.events[-1]['payload']['generation']}"
-        f" (publication {trace.events[-1]['publication_id']})"
+        f"{trace.events[-1].event_type} generation {trace.events[-1].payload['generation']}"
+        f" (publication {trace.events[-1].publication_id})"
     )
     return lines
 

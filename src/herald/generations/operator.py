@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herald.db import AsyncConn, Row
-from herald.generations import quarantine
+from herald.db import AsyncConn
+from herald.generations import quarantine, records
 from herald.generations.coordinator import decide_and_record
 from herald.generations.errors import NotFound, Refused
-from herald.generations.records import dataset, one, plan_run, rows
+from herald.generations.records import dataset, execute, plan_run
+from herald.generations.rows import Candidate, CandidateDecided, Manifest, RunPartition, Task
 from herald.ops import audit
 from herald.ops import jobs as job_actions
-from herald.states import ACTIVE_JOB_STATES
+from herald.rows import Job, all_rows, fetch_all, fetch_one
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -41,46 +42,50 @@ def require_scope(action: str, scopes: frozenset[str]) -> None:
         raise Refused(f"{action} needs the {needed} scope")
 
 
-async def partition_view(gen: Generations, conn: AsyncConn, name: str, partition: str) -> Row:
+async def partition_view(
+    gen: Generations, conn: AsyncConn, name: str, partition: str
+) -> dict[str, Any]:
+    """The operator's view of a partition: the API's JSON document (the console shows it)."""
     ds = await dataset(conn, name)
     key = {"dataset": name, "partition": partition}
-    current = await one(conn, "generations_current_get", key)
-    candidates = await rows(conn, "generations_candidates_of_partition", key)
-    tasks = await rows(conn, "generations_partition_tasks", key)
-    manifests = await rows(conn, "generations_manifests_of_partition", key)
-    in_current = set(current["manifest_ids"] or []) if current else set()
-    published_at = current["published_at"] if current else None
+    current = await records.current(conn, name, partition)
+    candidates = await fetch_all(conn, "generations_candidates_of_partition", key, CandidateDecided)
+    tasks = await all_rows(conn, "generations_partition_tasks", key)
+    manifests = await fetch_all(conn, "generations_manifests_of_partition", key, Manifest)
+    in_current = set(current.manifest_ids or []) if current else set()
+    published_at = current.published_at if current else None
     late = [
         {
-            **m,
+            **m.to_json(),
             "why": "accepted after the current generation was published"
-            if published_at is not None and m["received_at"] > published_at
+            if published_at is not None and m.received_at > published_at
             else "not among the current generation's inputs",
         }
         for m in manifests
-        if m["id"] not in in_current
+        if m.id not in in_current
     ]
-    registered = {c["location"] for c in candidates}
+    registered = {c.location for c in candidates}
     orphans = [p for p in gen.store.attempt_outputs(name, partition) if p not in registered]
-    view: Row = {
+    held = await quarantine.held_items(conn, name, partition=partition)
+    view: dict[str, Any] = {
         "dataset": name,
         "partition": partition,
-        "owner": ds["owner"],
-        "current": current,
-        "candidates": candidates,
+        "owner": ds.owner,
+        "current": None if current is None else current.to_json(),
+        "candidates": [c.to_json() for c in candidates],
         "running_tasks": tasks,
-        "failures": await rows(conn, "generations_partition_failures", key),
-        "quarantined": await quarantine.held_items(conn, name, partition=partition),
+        "failures": await all_rows(conn, "generations_partition_failures", key),
+        "quarantined": [item.to_json() for item in held],
         "late_sources": late,
         "orphaned_outputs": orphans,
-        "affected_consumers": await rows(conn, "generations_affected_consumers", key),
-        "decisions": await rows(conn, "generations_partition_decisions", {**key, "limit": 20}),
+        "affected_consumers": await all_rows(conn, "generations_affected_consumers", key),
+        "decisions": await all_rows(conn, "generations_partition_decisions", {**key, "limit": 20}),
     }
     view["safe_actions"] = safe_actions(view)
     return view
 
 
-def safe_actions(view: Row) -> list[dict[str, Any]]:
+def safe_actions(view: dict[str, Any]) -> list[dict[str, Any]]:
     """What an operator may do now, each with its target and the scope it needs."""
     actions: list[dict[str, Any]] = []
     for c in view["candidates"]:
@@ -138,8 +143,9 @@ async def act(
     reason: str,
     candidate_id: int | None = None,
     run_id: int | None = None,
-) -> Row:
-    """Take one safe action on a partition; returns what it did."""
+) -> dict[str, Any]:
+    """Take one safe action on a partition; returns what it did (the API's JSON document:
+    ``action`` and the ``decision`` on a candidate or the task ``after`` it)."""
     require_scope(action, scopes)
     actor, reason = audit.require(actor, reason)
     if action in ("publish", "override", "discard"):
@@ -149,19 +155,20 @@ async def act(
     if run_id is None:
         raise Refused(f"{action} needs a run")
     async with conn.transaction():
-        task = await one(
-            conn, "generations_run_partition_get", {"run_id": run_id, "partition": partition}
+        task = await fetch_one(
+            conn, "generations_run_partition_get", {"run_id": run_id, "partition": partition}, Task
         )
-        if task is None or task["dataset"] != dataset_name:
+        if task is None or task.dataset != dataset_name:
             raise NotFound(f"run {run_id} has no task for {dataset_name}/{partition}")
+        after: dict[str, Any] | None
         if action == "skip":
-            if task["state"] not in ("queued", "building"):
-                raise Refused(f"run {run_id}'s task is {task['state']}: nothing to skip")
-            if task["job_id"] is not None:
-                job = await one(conn, "get_job", {"id": task["job_id"]})
-                if job is not None and job["state"] in ACTIVE_JOB_STATES:
-                    await job_actions.cancel(conn, task["job_id"], actor=actor, reason=reason)
-            after = await one(
+            if not task.state.unsettled:
+                raise Refused(f"run {run_id}'s task is {task.state}: nothing to skip")
+            if task.job_id is not None:
+                job = await fetch_one(conn, "get_job", {"id": task.job_id}, Job)
+                if job is not None and job.active:
+                    await job_actions.cancel(conn, task.job_id, actor=actor, reason=reason)
+            skipped = await fetch_one(
                 conn,
                 "generations_partition_skip",
                 {
@@ -169,14 +176,17 @@ async def act(
                     "partition": partition,
                     "detail": f"skipped by {actor}: {reason}",
                 },
+                RunPartition,
             )
-            await one(conn, "generations_run_settle", {"run_id": run_id})
+            after = None if skipped is None else skipped.to_json()
+            await execute(conn, "generations_run_settle", {"run_id": run_id})
         else:  # retry
-            if task["state"] not in ("rejected", "quarantined", "failed"):
-                raise Refused(f"run {run_id}'s task is {task['state']}: nothing to retry")
-            run = await one(conn, "generations_run_get", {"id": run_id})
-            assert run is not None
-            known = await rows(
+            if not task.state.failed:
+                raise Refused(f"run {run_id}'s task is {task.state}: nothing to retry")
+            run = await records.run(conn, run_id)
+            if run is None:
+                raise NotFound(f"no run {run_id}")
+            known = await all_rows(
                 conn,
                 "generations_manifests_known",
                 {"dataset": dataset_name, "partition": partition},
@@ -186,21 +196,21 @@ async def act(
                 conn,
                 dataset_name=dataset_name,
                 purpose="repair",
-                definition_version=run["definition_version"],
-                manifest_ids=[m["id"] for m in known] or run["manifest_ids"],
+                definition_version=run.definition_version,
+                manifest_ids=[m["id"] for m in known] or run.manifest_ids,
                 partitions=[partition],
                 policy="rebase",
                 requested_by=actor,
                 reason=f"retry of run {run_id}: {reason}",
             )
-            after = {"run": retried["id"]}
+            after = {"run": retried.id}
         await audit.record(
             conn,
             actor,
             f"generations.{action}",
             ("gen_run_partition", f"{run_id}:{partition}"),
             reason,
-            before=task,
+            before=task.to_json(),
             after=after,
         )
     return {"action": action, "after": after}
@@ -215,18 +225,20 @@ async def _on_candidate(
     candidate_id: int | None,
     actor: str,
     reason: str,
-) -> Row:
+) -> dict[str, Any]:
     if candidate_id is None:
         raise Refused(f"{action} needs a candidate")
     async with conn.transaction():
-        candidate = await one(conn, "generations_candidate_get", {"id": candidate_id})
-        if candidate is None or (candidate["dataset"], candidate["partition"]) != (
+        candidate = await fetch_one(
+            conn, "generations_candidate_get", {"id": candidate_id}, Candidate
+        )
+        if candidate is None or (candidate.dataset, candidate.partition) != (
             dataset_name,
             partition,
         ):
             raise NotFound(f"no candidate {candidate_id} of {dataset_name}/{partition}")
-        if candidate["state"] != "waiting":
-            raise Refused(f"candidate {candidate_id} is {candidate['state']}, not waiting")
+        if candidate.state != "waiting":
+            raise Refused(f"candidate {candidate_id} is {candidate.state}, not waiting")
         override = {"publish": None, "override": "publish", "discard": "discard"}[action]
         decision = await decide_and_record(gen, conn, candidate, actor=actor, override=override)
         await audit.record(
@@ -235,7 +247,7 @@ async def _on_candidate(
             f"generations.{action}",
             ("gen_candidate", candidate_id),
             reason,
-            before=candidate,
-            after=decision,
+            before=candidate.to_json(),
+            after=decision.to_json(),
         )
-    return {"action": action, "decision": decision}
+    return {"action": action, "decision": decision.to_json()}

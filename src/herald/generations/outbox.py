@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
 
 import httpx
 
 from herald.context import JobContext
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.errors import Permanent, Retry
 from herald.generations import secrets
 from herald.generations.errors import PlanError
-from herald.generations.records import one, rows
+from herald.generations.records import execute
+from herald.generations.rows import Delivery, DeliveryListed, FeedEvent, Subscription
 from herald.ops import audit, signing
 from herald.ops.conn import to_json
 from herald.ops.crypto import CipherError
-from herald.rows import one_row
+from herald.rows import fetch_all, fetch_one, from_row, one_row
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
 
 async def subscribe(
     conn: AsyncConn, *, name: str, url: str, datasets: Sequence[str], actor: str, reason: str
-) -> tuple[Row, str]:
+) -> tuple[Subscription, str]:
     """Create a subscription; returns it and its secret (shown once, never again)."""
     actor, reason = audit.require(actor, reason)
     if not url.startswith(("http://", "https://")):
@@ -41,7 +44,7 @@ async def subscribe(
     secret = signing.new_secret()
     sealed = secrets.seal(name, secret)  # stored sealed only; shown once, here
     async with conn.transaction():
-        row = await one_row(
+        created = await one_row(
             conn,
             "generations_subscription_create",
             {
@@ -52,44 +55,69 @@ async def subscribe(
                 "created_by": actor,
             },
         )
+        subscription = from_row(Subscription, created)
         await audit.record(
-            conn, actor, "generations.subscribe", ("gen_subscription", row["id"]), reason, after=row
+            conn,
+            actor,
+            "generations.subscribe",
+            ("gen_subscription", subscription.id),
+            reason,
+            after=subscription.to_json(),
         )
-    return row, secret
+    return subscription, secret
 
 
 async def feed(
     conn: AsyncConn, *, after: int = 0, dataset: str | None = None, limit: int = 100
-) -> list[Row]:
+) -> list[FeedEvent]:
     if not 1 <= limit <= 1000:
         raise PlanError("limit must be between 1 and 1000")
-    return await rows(
-        conn, "generations_feed", {"after": after, "dataset": dataset, "limit": limit}
+    return await fetch_all(
+        conn, "generations_feed", {"after": after, "dataset": dataset, "limit": limit}, FeedEvent
     )
 
 
-def body_of(delivery: Row) -> bytes:
-    event = {
-        "type": delivery["event_type"],
-        "event_id": str(delivery["event_id"]),
-        "timestamp": delivery["created_at"],
-        "data": delivery["payload"],
+async def delivery(conn: AsyncConn, delivery_id: int) -> Delivery | None:
+    """A delivery with its subscription's address and secret and its event."""
+    return await fetch_one(conn, "generations_delivery_get", {"id": delivery_id}, Delivery)
+
+
+class Event(Protocol):
+    """What a delivery's body is made of: its outbox event (a :class:`Delivery` or a
+    :class:`FeedEvent` names it)."""
+
+    @property
+    def event_type(self) -> str: ...
+    @property
+    def event_id(self) -> UUID: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def payload(self) -> dict[str, Any]: ...
+
+
+def body_of(event: Event) -> bytes:
+    data = {
+        "type": event.event_type,
+        "event_id": str(event.event_id),
+        "timestamp": event.created_at,
+        "data": event.payload,
     }
-    return (to_json(event) or "{}").encode()
+    return (to_json(data) or "{}").encode()
 
 
 async def deliver(gen: Generations, ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     delivery_id = int(payload["delivery_id"])
     async with gen.pool(ctx).connection() as conn:
-        delivery = await one(conn, "generations_delivery_get", {"id": delivery_id})
-    if delivery is None:
+        found = await delivery(conn, delivery_id)
+    if found is None:
         raise Permanent(f"delivery {delivery_id} does not exist")
-    if delivery["state"] != "pending":
-        return {"state": delivery["state"]}
-    body = body_of(delivery)
-    msg_id = str(delivery["event_id"])
+    if found.state != "pending":
+        return {"state": found.state}
+    body = body_of(found)
+    msg_id = str(found.event_id)
     try:
-        secret = secrets.unseal(delivery["subscription"], delivery["secret"])
+        secret = secrets.unseal(found.subscription, found.secret)
     except (CipherError, PlanError) as exc:  # no key opens it: retrying cannot help
         raise Permanent(f"delivery {delivery_id}: the subscription's secret: {exc}") from None
     sent = {
@@ -100,7 +128,7 @@ async def deliver(gen: Generations, ctx: JobContext, payload: dict[str, Any]) ->
     error: str | None = None
     try:
         async with httpx.AsyncClient(timeout=10.0) as http:
-            response = await http.post(delivery["url"], content=body, headers=sent)
+            response = await http.post(found.url, content=body, headers=sent)
         status = response.status_code
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
@@ -116,11 +144,11 @@ async def deliver(gen: Generations, ctx: JobContext, payload: dict[str, Any]) ->
     }
     if not delivered and not final:
         async with gen.pool(ctx).connection() as conn:
-            await one(conn, "generations_delivery_record", outcome)
+            await execute(conn, "generations_delivery_record", outcome)
         raise Retry(f"delivery {delivery_id}: {status or error}")
     # Settled: the outcome commits with the job's fenced completion.
     async with ctx.transaction() as conn:
-        await one(conn, "generations_delivery_record", outcome)
+        await execute(conn, "generations_delivery_record", outcome)
     return {
         "state": "delivered" if delivered else "failed",
         "status": status,
@@ -128,5 +156,5 @@ async def deliver(gen: Generations, ctx: JobContext, payload: dict[str, Any]) ->
     }
 
 
-async def deliveries(conn: AsyncConn, limit: int = 100) -> list[Row]:
-    return await rows(conn, "generations_deliveries_list", {"limit": limit})
+async def deliveries(conn: AsyncConn, limit: int = 100) -> list[DeliveryListed]:
+    return await fetch_all(conn, "generations_deliveries_list", {"limit": limit}, DeliveryListed)

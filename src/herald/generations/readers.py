@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from herald.db import AsyncConn
+from herald.generations import records
 from herald.generations.errors import NotFound
-from herald.generations.records import one
 from herald.generations.store import checksum
 
 if TYPE_CHECKING:
@@ -41,20 +41,18 @@ class Generation:
 async def read_current(
     gen: Generations, conn: AsyncConn, dataset: str, partition: str
 ) -> Generation:
-    pointer = await one(
-        conn, "generations_current_get", {"dataset": dataset, "partition": partition}
-    )
-    if pointer is None or pointer["generation"] == 0:
+    pointer = await records.current(conn, dataset, partition)
+    if pointer is None or pointer.generation == 0 or pointer.location is None:
         raise NotFound(f"{dataset}/{partition} has no published generation")
-    data = await asyncio.to_thread(gen.store.read, pointer["location"])
-    if checksum(data) != pointer["checksum"]:
-        raise CorruptGeneration(f"{pointer['location']} does not match its publication")
+    data = await asyncio.to_thread(gen.store.read, pointer.location)
+    if checksum(data) != pointer.checksum:
+        raise CorruptGeneration(f"{pointer.location} does not match its publication")
     return Generation(
         dataset=dataset,
         partition=partition,
-        generation=pointer["generation"],
-        publication_id=str(pointer["publication_id"]),
-        inputs=list(pointer["manifest_ids"]),
-        definition_version=pointer["definition_version"],
+        generation=pointer.generation,
+        publication_id=str(pointer.publication_id),
+        inputs=list(pointer.manifest_ids or []),
+        definition_version=str(pointer.definition_version),
         rows=[json.loads(line) for line in data.decode().splitlines() if line],
     )

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from psycopg.rows import dict_row
-
 from herald import sql
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.generations.errors import NotFound, PlanError
+from herald.generations.rows import Current, Dataset, Manifest, Run, TaskProgress, TaskState
 from herald.generations.rules import POLICIES
 from herald.generations.store import raw_location
-from herald.rows import all_rows, one_row
+from herald.rows import fetch_all, fetch_one, from_row, one_row
 
 if TYPE_CHECKING:
     from herald.generations.shared import Generations
@@ -39,21 +38,12 @@ class DatasetSpec:
     redacted_fields: tuple[str, ...] = ()
 
 
-async def one(conn: AsyncConn, name: str, params: dict[str, Any]) -> Row | None:
-    """The statement's first row; None when there is none or it answers no rows at all
-    (a statement without RETURNING)."""
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(sql.query(name), params)
-    if cur.description is None:
-        return None
-    return await cur.fetchone()
+async def execute(conn: AsyncConn, name: str, params: Mapping[str, Any]) -> None:
+    """Run a statement whose answer, if any, the caller does not need."""
+    await conn.execute(sql.query(name), dict(params))
 
 
-async def rows(conn: AsyncConn, name: str, params: dict[str, Any]) -> list[Row]:
-    return await all_rows(conn, name, params)
-
-
-async def register_dataset(conn: AsyncConn, spec: DatasetSpec) -> Row:
+async def register_dataset(conn: AsyncConn, spec: DatasetSpec) -> Dataset:
     row = await one_row(
         conn,
         "generations_dataset_upsert",
@@ -71,14 +61,19 @@ async def register_dataset(conn: AsyncConn, spec: DatasetSpec) -> Row:
             "redacted_fields": list(spec.redacted_fields),
         },
     )
-    return row
+    return from_row(Dataset, row)
 
 
-async def dataset(conn: AsyncConn, name: str) -> Row:
-    row = await one(conn, "generations_dataset_get", {"name": name})
-    if row is None:
+async def dataset(conn: AsyncConn, name: str) -> Dataset:
+    found = await fetch_one(conn, "generations_dataset_get", {"name": name}, Dataset)
+    if found is None:
         raise NotFound(f"no generations dataset {name!r}")
-    return row
+    return found
+
+
+async def manifests(conn: AsyncConn, ids: Sequence[int]) -> list[Manifest]:
+    """The input manifests of these ids, oldest first (those that exist)."""
+    return await fetch_all(conn, "generations_manifests_get", {"ids": list(ids)}, Manifest)
 
 
 async def receive_input(
@@ -95,12 +90,12 @@ async def receive_input(
     event_time_to: datetime,
     record_count: int,
     partitions: Sequence[str],
-) -> Row:
+) -> Manifest:
     """Land raw input write-once and record its manifest (evidence of what arrived)."""
     await dataset(conn, dataset_name)
     location = raw_location(dataset_name, name)
     digest = gen.store.write_once(location, data)
-    return await one_row(
+    row = await one_row(
         conn,
         "generations_manifest_insert",
         {
@@ -116,13 +111,22 @@ async def receive_input(
             "partitions": list(partitions),
         },
     )
+    return from_row(Manifest, row)
+
+
+async def current(conn: AsyncConn, dataset_name: str, partition: str) -> Current | None:
+    """What readers of the partition see; None when it has no pointer yet."""
+    key = {"dataset": dataset_name, "partition": partition}
+    return await fetch_one(conn, "generations_current_get", key, Current)
 
 
 async def current_generation(conn: AsyncConn, dataset_name: str, partition: str) -> int:
-    row = await one(
-        conn, "generations_current_get", {"dataset": dataset_name, "partition": partition}
-    )
-    return 0 if row is None else int(row["generation"])
+    found = await current(conn, dataset_name, partition)
+    return 0 if found is None else found.generation
+
+
+async def run(conn: AsyncConn, run_id: int) -> Run | None:
+    return await fetch_one(conn, "generations_run_get", {"id": run_id}, Run)
 
 
 async def plan_run(
@@ -142,7 +146,7 @@ async def plan_run(
     run_id: int | None = None,
     backfill_id: int | None = None,
     rebased_from: int | None = None,
-) -> Row:
+) -> Run:
     """Declare a run and enqueue one task per partition, in the caller's transaction.
 
     The base generation of each partition is the current one unless given: the run is
@@ -158,17 +162,16 @@ async def plan_run(
         raise PlanError("a run needs one or more distinct partitions")
     if gen.definitions.get(dataset_name, definition_version) is None:
         raise PlanError(f"no definition {definition_version!r} of dataset {dataset_name!r}")
-    found = await rows(conn, "generations_manifests_get", {"ids": list(manifest_ids)})
-    if len(found) != len(set(manifest_ids)) or any(m["dataset"] != dataset_name for m in found):
+    found = await manifests(conn, manifest_ids)
+    if len(found) != len(set(manifest_ids)) or any(m.dataset != dataset_name for m in found):
         raise PlanError("every input manifest must exist and belong to the dataset")
     bases = dict(base_generations or {})
     for partition in partitions:
         if partition not in bases:
             bases[partition] = await current_generation(conn, dataset_name, partition)
     async with conn.transaction():
-        run = await one_row(
+        declared = await _insert_run(
             conn,
-            "generations_run_insert",
             {
                 "id": run_id,
                 "dataset": dataset_name,
@@ -189,16 +192,20 @@ async def plan_run(
         for partition in partitions:
             job = await gen.admitter.enqueue(
                 gen.build_kind(purpose),
-                {"run_id": run["id"], "partition": partition},
-                key=f"run:{run['id']}:{partition}",
+                {"run_id": declared.id, "partition": partition},
+                key=f"run:{declared.id}:{partition}",
                 conn=conn,
             )
-            await one(
+            await execute(
                 conn,
                 "generations_run_partition_insert",
-                {"run_id": run["id"], "partition": partition, "job_id": job.id},
+                {"run_id": declared.id, "partition": partition, "job_id": job.id},
             )
-    return run
+    return declared
+
+
+async def _insert_run(conn: AsyncConn, params: Mapping[str, Any]) -> Run:
+    return from_row(Run, await one_row(conn, "generations_run_insert", params))
 
 
 async def declare_live_run(
@@ -211,16 +218,15 @@ async def declare_live_run(
     job_id: int,
     requested_by: str,
     reason: str,
-) -> Row:
+) -> Run:
     """Declare a one-partition run whose task is a job the caller already has (an
     application's own pipeline, e.g. a catalog publication) and which reads a live
     source instead of input manifests. Planned against the partition's current
     generation; policy ``discard``: it never replaces a generation planned after it."""
     base = await current_generation(conn, dataset_name, partition)
     async with conn.transaction():
-        run = await one_row(
+        declared = await _insert_run(
             conn,
-            "generations_run_insert",
             {
                 "id": None,
                 "dataset": dataset_name,
@@ -238,17 +244,17 @@ async def declare_live_run(
                 "live_source": json.dumps(live_source),
             },
         )
-        await one(
+        await execute(
             conn,
             "generations_run_partition_insert",
-            {"run_id": run["id"], "partition": partition, "job_id": job_id},
+            {"run_id": declared.id, "partition": partition, "job_id": job_id},
         )
-    return run
+    return declared
 
 
 async def settle_failed(conn: AsyncConn, run_id: int, partition: str, detail: str) -> None:
     """Settle a run's partition whose task failed for good (nothing was registered)."""
-    await one(
+    await execute(
         conn,
         "generations_run_partition_set",
         {
@@ -259,54 +265,55 @@ async def settle_failed(conn: AsyncConn, run_id: int, partition: str, detail: st
             "candidate_id": None,
         },
     )
-    await one(conn, "generations_run_settle", {"run_id": run_id})
+    await execute(conn, "generations_run_settle", {"run_id": run_id})
 
 
-async def run_status(conn: AsyncConn, run_id: int) -> Row:
-    """A run and, per partition, where its task stands (what a producer asks)."""
-    run = await one(conn, "generations_run_get", {"id": run_id})
-    if run is None:
+async def tasks(conn: AsyncConn, run_id: int) -> list[TaskProgress]:
+    """Every task of a run, by partition."""
+    return await fetch_all(conn, "generations_run_partitions", {"run_id": run_id}, TaskProgress)
+
+
+async def run_status(conn: AsyncConn, run_id: int) -> dict[str, Any]:
+    """A run and, per partition, where its task stands (what a producer asks): the API's
+    JSON document, the run's columns and ``partitions_detail``."""
+    found = await run(conn, run_id)
+    if found is None:
         raise NotFound(f"no run {run_id}")
-    parts = await rows(conn, "generations_run_partitions", {"run_id": run_id})
-    run["partitions_detail"] = [{**p, "status": producer_status(p["state"])} for p in parts]
-    return run
+    detail = [
+        {**t.to_json(), "status": producer_status(t.state)} for t in await tasks(conn, run_id)
+    ]
+    return {**found.to_json(), "partitions_detail": detail}
 
 
-def producer_status(state: str) -> str:
+def producer_status(state: TaskState) -> str:
     """The four answers a producer needs: rejected, accepted, delayed or completed."""
-    if state in ("rejected", "quarantined", "failed"):
+    if state.failed:
         return "rejected"
-    if state in ("queued", "building"):
+    if state.unsettled:
         return "accepted"
-    if state == "waiting":
+    if state is TaskState.WAITING:
         return "delayed"
     return "completed"  # published, discarded (with its reason), dry_run
 
 
-async def authoritative(conn: AsyncConn, dataset_name: str, partition: str) -> Row:
+async def authoritative(conn: AsyncConn, dataset_name: str, partition: str) -> dict[str, Any]:
     """What a consumer needs to trust a partition: the current generation's publication
     id, its inputs (with their checksums and sources), definition version, quality, and
-    where its immutable bytes are, with their checksum."""
-    current = await one(
-        conn, "generations_current_get", {"dataset": dataset_name, "partition": partition}
-    )
-    if current is None or current["generation"] == 0:
+    where its immutable bytes are, with their checksum. The API's JSON document."""
+    found = await current(conn, dataset_name, partition)
+    if found is None or found.generation == 0:
         raise NotFound(f"{dataset_name}/{partition} has no published generation")
-    inputs = await rows(conn, "generations_manifests_get", {"ids": current["manifest_ids"]})
-    current["inputs"] = [
+    inputs = [
         {
-            k: m[k]
-            for k in (
-                "id",
-                "source",
-                "owner",
-                "checksum",
-                "record_count",
-                "event_time_from",
-                "event_time_to",
-                "received_at",
-            )
+            "id": m.id,
+            "source": m.source,
+            "owner": m.owner,
+            "checksum": m.checksum,
+            "record_count": m.record_count,
+            "event_time_from": m.event_time_from,
+            "event_time_to": m.event_time_to,
+            "received_at": m.received_at,
         }
-        for m in inputs
+        for m in await manifests(conn, found.manifest_ids or [])
     ]
-    return current
+    return {**found.to_json(), "inputs": inputs}

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from herald.db import AsyncConn
 from herald.generations.errors import PlanError
-from herald.generations.records import one, rows
+from herald.generations.records import execute
 from herald.ops.crypto import CipherError, TokenCipher
 from herald.ops.secrets import Secret
+from herald.rows import all_rows
 
 SEALED = "sealed:"
 
@@ -51,12 +52,12 @@ async def seal_stored(conn: AsyncConn, keys: TokenCipher | None = None) -> int:
     keys = keys or cipher()
     changed = 0
     async with conn.transaction():
-        for row in await rows(conn, "generations_subscription_secrets", {}):
+        for row in await all_rows(conn, "generations_subscription_secrets", {}):
             stored = row["secret"]
             if stored.startswith(SEALED) and not keys.needs_rotation(stored.removeprefix(SEALED)):
                 continue
             plain = unseal(row["name"], stored, keys)
-            await one(
+            await execute(
                 conn,
                 "generations_subscription_set_secret",
                 {"id": row["id"], "secret": seal(row["name"], plain.reveal(), keys)},

@@ -13,8 +13,9 @@ from psycopg_pool import AsyncConnectionPool
 from herald.client import Client
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn, Row, conninfo, database_url
+from herald.db import AsyncConn, conninfo, database_url
 from herald.generations.definitions import Definitions
+from herald.generations.rows import Candidate
 from herald.generations.store import Store, root
 from herald.registry import Herald
 
@@ -31,7 +32,7 @@ _INSTALLED: dict[int, Generations] = {}
 # Checks a candidate's stored output before publication; the failures found (none: it
 # passes). A dataset whose output is not one JSON lines file (the catalog's exports)
 # declares its own.
-Verifier = Callable[[Row], list[str]]
+Verifier = Callable[[Candidate], list[str]]
 
 
 def installed(app: Herald) -> Generations | None:

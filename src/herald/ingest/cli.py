@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from herald import loop
@@ -116,7 +117,7 @@ async def _current_schedule(conn: AsyncConn, schedule_id: int | None) -> str | N
     if schedule_id is None:
         return None
     row = await get_schedule(conn, schedule_id)
-    return None if row is None else row.get("cron")
+    return None if row is None else row.cron
 
 
 async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int:
@@ -130,6 +131,7 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
         list_providers,
         request_fetch,
         save_provider,
+        shown,
     )
     from herald.ops.audit import NO_REASON, Note
 
@@ -149,40 +151,41 @@ async def _run(app: Herald, settings: Settings, args: argparse.Namespace) -> int
                 if args.providers_command == "update" and existing is None:
                     print(f"error: no provider {args.name!r} is registered", file=sys.stderr)
                     return 1
+                known = None
                 if existing is not None:
-                    existing = {
-                        **existing,
-                        "schedule": await _current_schedule(conn, existing["schedule_id"]),
+                    known = {
+                        **shown(existing),
+                        "schedule": await _current_schedule(conn, existing.schedule_id),
                     }
                 try:
-                    spec = _spec(existing if args.providers_command == "update" else None, args)
+                    spec = _spec(known if args.providers_command == "update" else None, args)
                     row, created = await save_provider(conn, spec, app=app, note=note)
                 except ProviderError as exc:
                     print(f"error: {exc}", file=sys.stderr)
                     return 2
-                auth = "with an auth header" if row["has_auth"] else "without auth"
-                schedule = f", schedule {row['schedule_id']}" if row["schedule_id"] else ""
+                auth = "with an auth header" if row.has_auth else "without auth"
+                schedule = f", schedule {row.schedule_id}" if row.schedule_id else ""
                 verb = "registered" if created else "updated"
-                print(f"{verb} provider {row['name']} ({row['url']}, {auth}{schedule})")
+                print(f"{verb} provider {row.name} ({row.url}, {auth}{schedule})")
                 return 0
             if command == "providers":
-                rows = await list_providers(conn)
+                providers = [shown(p) for p in await list_providers(conn)]
                 columns = ["name", "url", "format", "schedule_id", "has_auth", "last_run_id"]
-                print(tables.table(rows, [*columns, "last_run_state"]))
+                print(tables.table(providers, [*columns, "last_run_state"]))
                 return 0
             if command == "runs":
-                rows = await inspect.list_runs(conn, args.provider, args.limit)
+                runs = [asdict(r) for r in await inspect.list_runs(conn, args.provider, args.limit)]
                 columns = ["id", "provider", "state", "rows_staged", "rejected", "rows_done"]
-                print(tables.table(rows, [*columns, "rows_failed", "started_at", "error"]))
+                print(tables.table(runs, [*columns, "rows_failed", "started_at", "error"]))
                 return 0
             if command == "run":
                 detail = await inspect.run_detail(conn, args.id)
                 if detail is None:
                     print(f"error: no run {args.id}", file=sys.stderr)
                     return 1
-                print(json.dumps(detail, indent=2, default=str))
+                print(json.dumps(asdict(detail), indent=2, default=str))
                 return 0
-            rows = await inspect.list_quarantine(conn, args.provider, args.run, args.limit)
+            held = await inspect.list_quarantine(conn, args.provider, args.run, args.limit)
             columns = ["id", "run_id", "provider", "line", "reason"]
-            print(tables.table(rows, columns + (["raw"] if args.raw else [])))
+            print(tables.table([asdict(r) for r in held], columns + (["raw"] if args.raw else [])))
             return 0

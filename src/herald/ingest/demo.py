@@ -19,7 +19,7 @@ import httpx
 from herald.api.state import ApiSettings
 from herald.client import Client, open_connection
 from herald.config import Settings
-from herald.ingest.inspect import run_detail
+from herald.ingest.inspect import RunDetail, run_detail
 from herald.ingest.jobs import IngestConfig, register_ingest
 from herald.ingest.pacing import PacingConfig
 from herald.ingest.providers import ProviderSpec, request_fetch, save_provider
@@ -61,13 +61,13 @@ async def run_demo(settings: Settings, plans: int = 50_000) -> int:
             admitted = await request_fetch(client, PROVIDER)
             print(f"  fetch: job {admitted.id}")
             run = await _run_until_processed(app, settings, client, admitted.id)
-            if run is None or run["state"] != "processed":
+            if run is None or run.state != "processed":
                 print(f"error: the run did not finish: {run}", file=sys.stderr)
                 return 1
             print(
-                f"  run {run['id']}: {run['rows_staged']:,} rows staged, {run['rejected']} "
-                f"malformed records quarantined, {run['rows_done']:,} processed, "
-                f"{run['rows_failed']} failed"
+                f"  run {run.id}: {run.rows_staged:,} rows staged, {run.rejected} "
+                f"malformed records quarantined, {run.rows_done:,} processed, "
+                f"{run.rows_failed} failed"
             )
     page = await _search(app, settings)
     print("\nGET /search?starts_at=2026-03-01T00:00:00Z&ends_at=2026-03-02T23:59:59Z&limit=5")
@@ -83,7 +83,7 @@ async def run_demo(settings: Settings, plans: int = 50_000) -> int:
 
 async def _run_until_processed(
     app: Herald, settings: Settings, client: Client, job_id: int
-) -> dict[str, Any] | None:
+) -> RunDetail | None:
     worker = Worker(app, settings=settings, concurrency=6, name="herald-ingest-demo")
     keeper = await Housekeeper.open(app, settings)
     stop = asyncio.Event()
@@ -92,13 +92,13 @@ async def _run_until_processed(
         deadline = time.monotonic() + _TIMEOUT
         while time.monotonic() < deadline:
             job = await client.get_job(job_id)
-            if job is not None and job["state"] not in ACTIVE_JOB_STATES:
-                result = job["result"] or {}
+            if job is not None and job.state not in ACTIVE_JOB_STATES:
+                result = job.result or {}
                 if "run_id" not in result:
                     return None
                 async with client.pool.connection() as conn:
                     run = await run_detail(conn, int(result["run_id"]))
-                if run is None or run["state"] in ("processed", "failed"):
+                if run is None or run.state in ("processed", "failed"):
                     return run
             await asyncio.sleep(0.2)
         return None

@@ -11,6 +11,7 @@ shares the one-active-fetch-per-provider admission with every manual trigger.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from herald import sql
 from herald.backoff import Backoff
 from herald.client import Client, Enqueued, Outcome
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.ingest.errors import IngestError
 from herald.ingest.fetch import FetchPolicy
 from herald.ingest.formats import format_names, snapshot_format
@@ -28,7 +29,7 @@ from herald.ingest.mapping import MappingContext
 from herald.ingest.secret import AuthHeader, Secret
 from herald.ops import audit
 from herald.registry import Herald
-from herald.rows import one_row
+from herald.rows import fetch_all, fetch_one, from_row, one_row
 from herald.schedules import ScheduleSpec, create_schedule, delete_schedule, update_schedule
 
 FETCH = "ingest.fetch"
@@ -123,9 +124,40 @@ class FetchSettings:
     auth: AuthHeader | None = dataclasses.field(repr=False)
 
 
-def shown(row: Row) -> dict[str, Any]:
-    """A provider row as shown to an operator (whether an auth header is set, not its value)."""
-    return {k: v for k, v in row.items() if k not in ("auth_cipher", "created")}
+@dataclass(frozen=True)
+class Provider:
+    """A provider as operators see it (``ingest_provider_get``): whether an auth header
+    is set (``has_auth``), never its value."""
+
+    name: str
+    url: str
+    format: str
+    timezone: str
+    schedule_id: int | None
+    connect_timeout: float
+    read_timeout: float
+    deadline: float
+    attempts: int
+    backoff_base: float
+    backoff_cap: float
+    max_retry_after: float
+    auth_name: str | None
+    has_auth: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class ListedProvider(Provider):
+    """A provider with its latest run (``ingest_provider_list``)."""
+
+    last_run_id: int | None
+    last_run_state: str | None
+
+
+def shown(provider: Provider) -> dict[str, Any]:
+    """A provider as shown to an operator (API, CLI, audit): its columns as a mapping."""
+    return dataclasses.asdict(provider)
 
 
 def _cipher() -> Any:
@@ -148,19 +180,17 @@ def _encrypt(name: str, value: Secret | str) -> str:
     return str(_cipher().encrypt(CipherSecret(plain), context=_context(name)))
 
 
-async def get_provider(conn: AsyncConn, name: str) -> Row | None:
-    cur = await conn.execute(sql.query("ingest_provider_get"), {"name": name})
-    return await cur.fetchone()
+async def get_provider(conn: AsyncConn, name: str) -> Provider | None:
+    return await fetch_one(conn, "ingest_provider_get", {"name": name}, Provider)
 
 
-async def list_providers(conn: AsyncConn) -> list[Row]:
-    cur = await conn.execute(sql.query("ingest_provider_list"))
-    return await cur.fetchall()
+async def list_providers(conn: AsyncConn) -> list[ListedProvider]:
+    return await fetch_all(conn, "ingest_provider_list", {}, ListedProvider)
 
 
 async def save_provider(
     conn: AsyncConn, spec: ProviderSpec, *, app: Herald | None = None, note: audit.Note
-) -> tuple[Row, bool]:
+) -> tuple[Provider, bool]:
     """Register or update ``spec`` (and its schedule) in one transaction, audited.
 
     Returns the stored provider as shown and whether it was created.
@@ -188,14 +218,14 @@ async def save_provider(
         before = await get_provider(conn, spec.name)
         row = await one_row(conn, "ingest_provider_upsert", params)
         created = bool(row["created"])
-        schedule_id = await _sync_schedule(conn, spec, row["schedule_id"], app, note)
-        if schedule_id != row["schedule_id"]:
+        after = from_row(Provider, row)
+        schedule_id = await _sync_schedule(conn, spec, after.schedule_id, app, note)
+        if schedule_id != after.schedule_id:
             await conn.execute(
                 sql.query("ingest_provider_set_schedule"),
                 {"name": spec.name, "schedule_id": schedule_id},
             )
-            row = {**row, "schedule_id": schedule_id}
-        after = shown(row)
+            after = dataclasses.replace(after, schedule_id=schedule_id)
         await audit.record(
             conn,
             note.actor,
@@ -208,8 +238,10 @@ async def save_provider(
     return after, created
 
 
-def _auditable(row: Row) -> dict[str, Any]:
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in shown(row).items()}
+def _auditable(provider: Provider) -> dict[str, Any]:
+    return {
+        k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in shown(provider).items()
+    }
 
 
 async def _sync_schedule(
@@ -247,7 +279,7 @@ async def _sync_schedule(
         actor=INGEST_ACTOR,
         reason=reason,
     )
-    return int(row["id"])
+    return row.id
 
 
 async def fetch_settings(conn: AsyncConn, name: str) -> FetchSettings:
@@ -262,17 +294,17 @@ async def fetch_settings(conn: AsyncConn, name: str) -> FetchSettings:
         value = _cipher().decrypt(secret_row["auth_cipher"], context=_context(name))
         auth = AuthHeader(Secret(value.reveal()), secret_row["auth_name"])
     spec = ProviderSpec(
-        name=row["name"],
-        url=row["url"],
-        format=row["format"],
-        timezone=row["timezone"],
-        connect_timeout=row["connect_timeout"],
-        read_timeout=row["read_timeout"],
-        deadline=row["deadline"],
-        attempts=row["attempts"],
-        backoff_base=row["backoff_base"],
-        backoff_cap=row["backoff_cap"],
-        max_retry_after=row["max_retry_after"],
+        name=row.name,
+        url=row.url,
+        format=row.format,
+        timezone=row.timezone,
+        connect_timeout=row.connect_timeout,
+        read_timeout=row.read_timeout,
+        deadline=row.deadline,
+        attempts=row.attempts,
+        backoff_base=row.backoff_base,
+        backoff_cap=row.backoff_cap,
+        max_retry_after=row.max_retry_after,
     )
     return FetchSettings(
         name=spec.name,

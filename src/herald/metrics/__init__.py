@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -25,7 +25,9 @@ from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql, tenancy
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
+from herald.rows import QueueStats, all_rows, fetch_all, from_row
+from herald.states import JobState
 
 if TYPE_CHECKING:
     from herald.worker import Worker
@@ -46,13 +48,70 @@ OPTIONAL_QUERIES = (
 )
 
 
+# Statements of one count per label combination: name -> (gauge, help, label columns).
+COUNTS = {
+    "metrics_dead_letters": (
+        "herald_dead_letters",
+        "Dead letters retained, by kind and reason",
+        ("kind", "reason"),
+    ),
+    "metrics_rescues": (
+        "herald_rescues",
+        "Lease expiries rescued (retained records), by outcome",
+        ("outcome",),
+    ),
+    "metrics_stale_writes": (
+        "herald_stale_writes_rejected",
+        "Fenced writes refused because the lease had moved on (retained records)",
+        ("operation",),
+    ),
+    "metrics_tenant_jobs": (
+        "herald_tenant_jobs",
+        "Jobs retained, by tenant (the first 50 named, the rest 'other') and state",
+        ("tenant", "state"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """Retained jobs of one kind and state (``metrics_jobs``)."""
+
+    kind: str
+    state: JobState
+    n: int
+    retries: int  # attempts after the first
+    snoozes: int
+
+
+@dataclass(frozen=True)
+class Count:
+    """One row of a :data:`COUNTS` statement: its label values, in order, and the count."""
+
+    labels: tuple[str, ...]
+    n: float
+
+
+@dataclass(frozen=True)
+class NamedGauge:
+    """One row of an optional statement: a gauge's name, help, labels and value."""
+
+    metric: str
+    help: str
+    labels: dict[str, Any] | None
+    value: float | None
+
+
 @dataclass
 class Snapshot:
     """The database's figures as of one scrape."""
 
     up: bool = False
     took: float = 0.0
-    rows: dict[str, list[Row]] = field(default_factory=dict)
+    jobs: list[JobFigures] = field(default_factory=list)
+    queues: list[QueueStats] = field(default_factory=list)
+    counts: dict[str, list[Count]] = field(default_factory=dict)  # by statement
+    named: dict[str, list[NamedGauge]] = field(default_factory=dict)  # by optional statement
 
 
 class _DatabaseCollector(Collector):
@@ -74,44 +133,22 @@ class _DatabaseCollector(Collector):
         yield took
         if not snap.up:
             return
-        yield from _jobs(snap.rows.get("metrics_jobs", []))
-        yield from _queues(snap.rows.get("queue_stats", []))
-        yield _gauge(
-            "herald_dead_letters",
-            "Dead letters retained, by kind and reason",
-            ["kind", "reason"],
-            snap.rows.get("metrics_dead_letters", []),
-        )
-        yield _gauge(
-            "herald_rescues",
-            "Lease expiries rescued (retained records), by outcome",
-            ["outcome"],
-            snap.rows.get("metrics_rescues", []),
-        )
-        yield _gauge(
-            "herald_stale_writes_rejected",
-            "Fenced writes refused because the lease had moved on (retained records)",
-            ["operation"],
-            snap.rows.get("metrics_stale_writes", []),
-        )
-        yield _gauge(
-            "herald_tenant_jobs",
-            "Jobs retained, by tenant (the first 50 named, the rest 'other') and state",
-            ["tenant", "state"],
-            snap.rows.get("metrics_tenant_jobs", []),
-        )
+        yield from _jobs(snap.jobs)
+        yield from _queues(snap.queues)
+        for name, (gauge, doc, labels) in COUNTS.items():
+            yield _gauge(gauge, doc, list(labels), snap.counts.get(name, []))
         for name in OPTIONAL_QUERIES:
-            yield from _named_gauges(snap.rows.get(name, []))
+            yield from _named_gauges(snap.named.get(name, []))
 
 
-def _gauge(name: str, doc: str, labels: list[str], rows: list[Row]) -> GaugeMetricFamily:
+def _gauge(name: str, doc: str, labels: list[str], counts: list[Count]) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, doc, labels=labels)
-    for row in rows:
-        family.add_metric([str(row[label]) for label in labels], float(row["n"]))
+    for count in counts:
+        family.add_metric(list(count.labels), count.n)
     return family
 
 
-def _jobs(rows: list[Row]) -> Iterator[Metric]:
+def _jobs(rows: list[JobFigures]) -> Iterator[Metric]:
     jobs = GaugeMetricFamily(
         "herald_jobs", "Jobs retained in the database, by kind and state", labels=["kind", "state"]
     )
@@ -123,17 +160,17 @@ def _jobs(rows: list[Row]) -> Iterator[Metric]:
     )
     per_kind: dict[str, list[float]] = {}
     for row in rows:
-        jobs.add_metric([row["kind"], row["state"]], float(row["n"]))
-        totals = per_kind.setdefault(row["kind"], [0.0, 0.0])
-        totals[0] += float(row["retries"])
-        totals[1] += float(row["snoozes"])
+        jobs.add_metric([row.kind, row.state.value], float(row.n))
+        totals = per_kind.setdefault(row.kind, [0.0, 0.0])
+        totals[0] += float(row.retries)
+        totals[1] += float(row.snoozes)
     for kind, (retried, snoozed) in sorted(per_kind.items()):
         retries.add_metric([kind], retried)
         snoozes.add_metric([kind], snoozed)
     yield from (jobs, retries, snoozes)
 
 
-def _queues(rows: list[Row]) -> Iterator[Metric]:
+def _queues(rows: list[QueueStats]) -> Iterator[Metric]:
     families = {
         "available": GaugeMetricFamily(
             "herald_queue_depth", "Jobs waiting and due now, by queue", labels=["queue"]
@@ -152,20 +189,20 @@ def _queues(rows: list[Row]) -> Iterator[Metric]:
     }
     for row in rows:
         for column, family in families.items():
-            family.add_metric([row["queue"]], float(row[column] or 0.0))
+            family.add_metric([row.queue], float(getattr(row, column) or 0.0))
     yield from families.values()
 
 
-def _named_gauges(rows: list[Row]) -> Iterator[Metric]:
+def _named_gauges(rows: list[NamedGauge]) -> Iterator[Metric]:
     """Optional statements answer rows of (metric, help, labels object, value)."""
     families: dict[str, GaugeMetricFamily] = {}
     for row in rows:
-        labels = row["labels"] or {}
-        family = families.get(row["metric"])
+        labels = row.labels or {}
+        family = families.get(row.metric)
         if family is None:
-            family = GaugeMetricFamily(row["metric"], row["help"], labels=sorted(labels))
-            families[row["metric"]] = family
-        family.add_metric([str(labels[k]) for k in sorted(labels)], float(row["value"] or 0.0))
+            family = GaugeMetricFamily(row.metric, row.help, labels=sorted(labels))
+            families[row.metric] = family
+        family.add_metric([str(labels[k]) for k in sorted(labels)], float(row.value or 0.0))
     yield from families.values()
 
 
@@ -252,13 +289,13 @@ class HeraldMetrics:
         snap = Snapshot()
         try:
             async with pool.connection(timeout=5.0) as conn:
-                for name in ("metrics_jobs", "queue_stats", "metrics_dead_letters"):
-                    snap.rows[name] = await _fetch(conn, name)
-                for name in ("metrics_rescues", "metrics_stale_writes", "metrics_tenant_jobs"):
-                    snap.rows[name] = await _fetch(conn, name)
+                snap.jobs = await fetch_all(conn, "metrics_jobs", {}, JobFigures)
+                snap.queues = await fetch_all(conn, "queue_stats", {}, QueueStats)
+                for name, (_, _, labels) in COUNTS.items():
+                    snap.counts[name] = await _counts(conn, name, labels)
                 for name in OPTIONAL_QUERIES:
                     if name in sql.names():
-                        snap.rows[name] = await _fetch_optional(conn, name)
+                        snap.named[name] = await _fetch_optional(conn, name)
             snap.up = True
         except (psycopg.Error, OSError) as exc:  # PoolTimeout is a psycopg.Error too
             log.warning("metrics scrape could not read the database: %s", exc)
@@ -270,14 +307,18 @@ class HeraldMetrics:
         return generate_latest(self.registry)
 
 
-async def _fetch(conn: AsyncConn, name: str) -> list[Row]:
-    cur = await conn.execute(sql.query(name))
-    return await cur.fetchall()
+async def _counts(conn: AsyncConn, name: str, labels: tuple[str, ...]) -> list[Count]:
+    return [
+        Count(tuple(str(row[label]) for label in labels), float(row["n"]))
+        for row in await all_rows(conn, name)
+    ]
 
 
-async def _fetch_optional(conn: AsyncConn, name: str) -> list[Row]:
+async def _fetch_optional(conn: AsyncConn, name: str) -> list[NamedGauge]:
     try:
         async with conn.transaction():
-            return await _fetch(conn, name)
+            # No parameters: a statement may hold a literal % (LIKE 'requeued:%').
+            cur = await conn.execute(sql.query(name))
+            return [from_row(NamedGauge, row) for row in await cur.fetchall()]
     except psycopg.errors.UndefinedTable:
         return []

@@ -7,13 +7,13 @@ as its change, so the log never claims a change that was rolled back (nor misses
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from herald import tenancy
-from herald.db import Row
 from herald.ops.conn import Source, connection, to_json
 from herald.ops.errors import AuditInfoMissing
-from herald.rows import all_rows, one_row
+from herald.rows import fetch_all, from_row, one_row
 
 # (target type, target id), e.g. ("job", 42) or ("schedule", "nightly-report").
 Target = tuple[str, int | str]
@@ -32,6 +32,29 @@ class Note:
 
     def __post_init__(self) -> None:
         require(self.actor, self.reason)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One audit record (``ops_audit_list``): who did what to which target, why, when,
+    and the target before and after (JSON snapshots; None: it did not exist)."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target_type: str
+    target_id: str
+    reason: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class RecordedEntry(AuditEntry):
+    """An audit record as written (``ops_audit_insert``): with the tenant whose log holds it."""
+
+    tenant_id: str
 
 
 def require(actor: object, reason: object) -> tuple[str, str]:
@@ -64,7 +87,7 @@ async def record(
     after: Any = None,
     *,
     tenant: str | None = None,
-) -> Row:
+) -> RecordedEntry:
     """Write one audit record and return it.
 
     The record belongs to the tenant the code acts for. Acting for the platform (every
@@ -100,7 +123,7 @@ async def record(
                 "after": to_json(after),
             },
         )
-    return row
+    return from_row(RecordedEntry, row)
 
 
 def _number(target_id: Any) -> int | None:
@@ -118,12 +141,12 @@ async def entries(
     action: str | None = None,
     before_id: int | None = None,
     limit: int = 50,
-) -> list[Row]:
+) -> list[AuditEntry]:
     """Audit records, newest first; pass the last id seen as ``before_id`` for the next page."""
     if not 1 <= limit <= 1000:
         raise ValueError("limit must be between 1 and 1000")
     async with connection(conn) as c:
-        return await all_rows(
+        return await fetch_all(
             c,
             "ops_audit_list",
             {
@@ -134,4 +157,5 @@ async def entries(
                 "before_id": before_id,
                 "limit": limit,
             },
+            AuditEntry,
         )

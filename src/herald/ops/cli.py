@@ -20,6 +20,7 @@ from herald.client import open_connection
 from herald.config import Settings
 from herald.ops import audit, tenants
 from herald.quotas import Quotas
+from herald.rows import to_dict
 
 COMMAND = "tenant"
 ENV = "HERALD_TENANT"
@@ -99,14 +100,14 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         if args.tenant_command == "create":
             spec = tenants.TenantSpec(args.id, args.name, _quotas(args))
             row = await tenants.create(conn, spec, actor=actor(), reason=args.reason)
-            print(tables.record(row))
+            print(tables.record(to_dict(row)))
         elif args.tenant_command == "list":
             rows = await tenants.listing(conn)
             columns = ["id", "name", "max_active_jobs", "max_per_second", "max_payload_bytes"]
-            print(tables.table(rows, columns))
+            print(tables.table([to_dict(row) for row in rows], columns))
         else:
-            row = await tenants.set_quotas(
+            quotas = await tenants.set_quotas(
                 conn, args.id, _quotas(args), actor=actor(), reason=args.reason
             )
-            print(tables.record(row))
+            print(tables.record(to_dict(quotas)))
     return 0

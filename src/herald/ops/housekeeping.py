@@ -39,6 +39,7 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -51,6 +52,7 @@ from herald.ops import dead_bounds, queue_samples, tenants
 from herald.ops.cleanup import CleanupRunner
 from herald.periodic import pause
 from herald.registry import Herald
+from herald.rows import fetch_all
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +192,7 @@ class Housekeeper:
                     await duty.run()
             else:
                 for tenant in await tenants.listing(self.pool):
-                    with tenancy.acting_as(tenant["id"]):
+                    with tenancy.acting_as(tenant.id):
                         await duty.run()
         except Exception as exc:  # a duty must survive database restarts and surprises
             self.stats.errors += 1
@@ -225,7 +227,17 @@ class Housekeeper:
             await pause(stopping, duty.every if ran else min(duty.every, self.lease / 3))
 
 
-async def duties(conn: AsyncConn) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class DutyLease:
+    """Who holds a duty and until when (``ops_duty_list``); ``live``: not yet expired."""
+
+    name: str
+    holder: str
+    expires_at: datetime
+    acquired_at: datetime
+    live: bool
+
+
+async def duties(conn: AsyncConn) -> list[DutyLease]:
     """Who holds which duty, and whether its lease is live (for operators)."""
-    cur = await conn.execute(sql.query("ops_duty_list"))
-    return list(await cur.fetchall())
+    return await fetch_all(conn, "ops_duty_list", {}, DutyLease)

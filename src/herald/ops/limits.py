@@ -32,18 +32,17 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald import sql
 from herald.config import Settings
 from herald.context import JobContext
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.errors import Snooze
 from herald.hooks import MaintenanceHook, Pruned
 from herald.ops.conn import Source, connection
 from herald.registry import Herald
-from herald.rows import all_rows, one_row
+from herald.rows import fetch_all, maybe_row, one_row
 
 # A limit's key: fixed, or derived from the job's payload (e.g. its downstream account).
 KeyFunction = Callable[[dict[str, Any]], str]
@@ -109,13 +108,12 @@ async def acquire_slot(
         # (two more round trips) around it.
         inside = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
         async with contextlib.nullcontext() if inside else conn.transaction():
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql.query("ops_concurrency_lock"), {"key": key})
-            await cur.execute(
-                sql.query("ops_concurrency_acquire"),
+            await conn.execute(sql.query("ops_concurrency_lock"), {"key": key})
+            row = await maybe_row(
+                conn,
+                "ops_concurrency_acquire",
                 {"key": key, "limit": limit, "job_id": job_id, "fence": fence},
             )
-            row = await cur.fetchone()
     if row is None:
         wait = retry_after * random.uniform(0.5, 1.5)
         raise Snooze(wait, f"concurrency limit {key!r}: all {limit} slots are busy")
@@ -196,10 +194,24 @@ def declare(
     return limits
 
 
-async def rate_stats(conn: Source) -> list[Row]:
+@dataclass(frozen=True)
+class RateBucket:
+    """One token bucket (``ops_rate_stats``): its rate and size, the tokens it holds now,
+    the tokens it granted and the requests it denied."""
+
+    key: str
+    rate: float
+    burst: float
+    tokens: float
+    granted: int
+    denied: int
+    updated_at: datetime
+
+
+async def rate_stats(conn: Source) -> list[RateBucket]:
     """Every bucket: rate, burst, current level, tokens granted and requests denied."""
     async with connection(conn) as c:
-        return await all_rows(c, "ops_rate_stats")
+        return await fetch_all(c, "ops_rate_stats", {}, RateBucket)
 
 
 # Keys whose free slots one batch deletes: each is locked (advisory) to the end of the

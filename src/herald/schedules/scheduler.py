@@ -15,16 +15,17 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
 from herald import sql, tenancy
 from herald.client import Client, Enqueued, JobSpec, Outcome
 from herald.config import Settings
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.errors import HeraldError
 from herald.periodic import run_periodically, stop_on_signals
 from herald.registry import Herald
+from herald.rows import fetch_all
 from herald.schedules.recurrence import Misfire, Plan, RecurrenceError, next_after, plan
+from herald.schedules.rows import DueSchedule, FireClaim
 from herald.schedules.store import ScheduleError, ScheduleSpec, spec_of
 
 log = logging.getLogger(__name__)
@@ -93,36 +94,37 @@ def _check_options(interval: float, batch: int, fire_retention: float) -> None:
         raise ScheduleError("fire retention must be a positive number of seconds")
 
 
-def _plan_of(spec: ScheduleSpec, row: Row) -> Plan:
+def _plan_of(spec: ScheduleSpec, row: DueSchedule) -> Plan:
     """What a due schedule fires now, and when it is due next."""
     return plan(
         spec.recurrence,
-        row["next_due_at"],
-        row["now"],
+        row.next_due_at,
+        row.now,
         misfire=Misfire(spec.misfire),
         grace=spec.misfire_grace,
         max_fires=spec.max_catchup,
     )
 
 
-async def _claim_slots(cur: Any, wanted: list[tuple[int, datetime, int]]) -> list[Row]:
+async def _claim_slots(conn: AsyncConn, wanted: list[tuple[int, datetime, int]]) -> list[FireClaim]:
     """Claim the wanted (schedule, slot) fires; those another tick took are left out."""
     if not wanted:
         return []
-    await cur.execute(
-        sql.query("schedule_fire_claim"),
+    claims = await fetch_all(
+        conn,
+        "schedule_fire_claim",
         {
             "schedule_ids": [w[0] for w in wanted],
             "slots": [w[1] for w in wanted],
             "coalesced": [w[2] for w in wanted],
         },
+        FireClaim,
     )
-    claims: list[Row] = await cur.fetchall()
-    return sorted(claims, key=lambda c: (c["schedule_id"], c["slot"]))
+    return sorted(claims, key=lambda c: (c.schedule_id, c.slot))
 
 
 async def _advance(
-    cur: Any,
+    conn: AsyncConn,
     plans: dict[int, Plan],
     fired: dict[int, list[tuple[datetime, Enqueued]]],
     done: _Pass,
@@ -152,7 +154,7 @@ async def _advance(
         done.in_progress += sum(job.outcome is Outcome.IN_PROGRESS for _, job in mine)
         done.coalesced += coalesced
         done.skipped += decided.skipped
-    await cur.execute(sql.query("schedule_advance"), advance)
+    await conn.execute(sql.query("schedule_advance"), advance)
 
 
 class Scheduler:
@@ -202,17 +204,15 @@ class Scheduler:
     async def _tick(self, conn: AsyncConn) -> TickResult:
         result = TickResult()
         async with conn.transaction():
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(sql.query("schedule_take_due"), {"limit": self.batch})
-            rows = await cur.fetchall()
+            rows = await fetch_all(conn, "schedule_take_due", {"limit": self.batch}, DueSchedule)
             result.taken = len(rows)
             for row in rows:
-                result.lag = max(result.lag, (row["now"] - row["next_due_at"]).total_seconds())
+                result.lag = max(result.lag, (row.now - row.next_due_at).total_seconds())
             # The due schedules of every tenant are taken at once; each tenant's are fired
             # acting for it (until the end of this transaction), so its jobs are its own.
-            by_tenant: dict[str, list[Row]] = {}
+            by_tenant: dict[str, list[DueSchedule]] = {}
             for row in rows:
-                by_tenant.setdefault(row["tenant_id"], []).append(row)
+                by_tenant.setdefault(row.tenant_id, []).append(row)
             for tenant, mine in by_tenant.items():
                 await tenancy.tell_in_transaction(conn, tenant)
                 await self._fire_batch(conn, mine, result)
@@ -229,7 +229,9 @@ class Scheduler:
             )
         return result
 
-    async def _fire_batch(self, conn: AsyncConn, rows: list[Row], result: TickResult) -> None:
+    async def _fire_batch(
+        self, conn: AsyncConn, rows: list[DueSchedule], result: TickResult
+    ) -> None:
         """Fire the whole batch in a few statements; if any schedule cannot fire, fall back
         to one savepoint per schedule so the others still fire and the bad one is recorded."""
         try:
@@ -248,52 +250,51 @@ class Scheduler:
             return
         done.add_to(result)
 
-    async def _fire(self, conn: AsyncConn, rows: list[Row]) -> _Pass:
+    async def _fire(self, conn: AsyncConn, rows: list[DueSchedule]) -> _Pass:
         """Plan, claim slots, enqueue and advance ``rows`` (raises if any cannot fire)."""
-        specs = {row["id"]: spec_of(row) for row in rows}
-        plans = {row["id"]: _plan_of(specs[row["id"]], row) for row in rows}
-        cur = conn.cursor(row_factory=dict_row)
+        specs = {row.id: spec_of(row) for row in rows}
+        plans = {row.id: _plan_of(specs[row.id], row) for row in rows}
         wanted = [(sid, slot, p.coalesced) for sid, p in plans.items() for slot in p.fire]
-        claims = await _claim_slots(cur, wanted)
-        fired = await self._enqueue_claims(conn, cur, specs, claims)
+        claims = await _claim_slots(conn, wanted)
+        fired = await self._enqueue_claims(conn, specs, claims)
         done = _Pass(already=len(wanted) - len(claims))
-        await _advance(cur, plans, fired, done)
+        await _advance(conn, plans, fired, done)
         return done
 
     async def _enqueue_claims(
-        self, conn: AsyncConn, cur: Any, specs: dict[int, ScheduleSpec], claims: list[Row]
+        self, conn: AsyncConn, specs: dict[int, ScheduleSpec], claims: list[FireClaim]
     ) -> dict[int, list[tuple[datetime, Enqueued]]]:
         """Enqueue one job per claimed slot and record it; each schedule's fires, in order."""
         jobs = [
             JobSpec(spec.kind, spec.payload, spec.key, priority=spec.priority, queue=spec.queue)
-            for spec in (specs[c["schedule_id"]] for c in claims)
+            for spec in (specs[c.schedule_id] for c in claims)
         ]
         enqueued = await self.client.enqueue_many(jobs, conn=conn) if jobs else []
         fired: dict[int, list[tuple[datetime, Enqueued]]] = {}
         for claim, job in zip(claims, enqueued, strict=True):
-            fired.setdefault(claim["schedule_id"], []).append((claim["slot"], job))
+            fired.setdefault(claim.schedule_id, []).append((claim.slot, job))
         if claims:
-            await cur.execute(
+            await conn.execute(
                 sql.query("schedule_fire_record"),
                 {
-                    "ids": [c["id"] for c in claims],
+                    "ids": [c.id for c in claims],
                     "job_ids": [e.id for e in enqueued],
                     "outcomes": [e.outcome.value for e in enqueued],
                 },
             )
         return fired
 
-    async def _record_failure(self, conn: AsyncConn, row: Row, exc: Exception) -> None:
+    async def _record_failure(self, conn: AsyncConn, row: DueSchedule, exc: Exception) -> None:
         message = f"{type(exc).__name__}: {exc}"[:2000]
         pause = False
         try:
-            next_due = next_after(spec_of(row).recurrence, row["now"])
+            next_due = next_after(spec_of(row).recurrence, row.now)
         except (RecurrenceError, ValueError):
-            next_due, pause = row["next_due_at"], True
-        log.warning("schedule %d could not fire: %s", row["id"], message)
+            next_due, pause = row.next_due_at, True
+        log.warning("schedule %d could not fire: %s", row.id, message)
         await conn.execute(
             sql.query("schedule_record_failure"),
-            {"id": row["id"], "next_due_at": next_due, "last_error": message, "pause": pause},
+            {"id": row.id, "next_due_at": next_due, "last_error": message, "pause": pause},
         )
 
     # --- housekeeping and the loop --------------------------------------------------------

@@ -17,13 +17,14 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.errors import HeraldError
 from herald.ops import audit
 from herald.payloads import MAX_DEPTH, too_deep
 from herald.registry import Herald
-from herald.rows import all_rows, maybe_row, one_row
+from herald.rows import fetch_all, fetch_one, from_row, one_row
 from herald.schedules.recurrence import Misfire, Recurrence, RecurrenceError, first_due
+from herald.schedules.rows import Schedule, ScheduleFire
 
 Db = AsyncConn | AsyncConnectionPool[AsyncConn]
 
@@ -151,23 +152,23 @@ class ScheduleSpec:
 UPDATABLE = frozenset(f.name for f in fields(ScheduleSpec)) - {"kind", "key"}
 
 
-def spec_of(row: Row) -> ScheduleSpec:
-    """The definition a stored schedule row holds."""
+def spec_of(row: Schedule) -> ScheduleSpec:
+    """The definition a stored schedule holds."""
     return ScheduleSpec(
-        kind=row["kind"],
-        key=row["key"],
-        frequency=row["frequency"],
-        timezone=row["timezone"],
-        at=row["at_time"],
-        weekday=row["weekday"],
-        day=row["day_of_month"],
-        cron=row["cron"],
-        payload=row["payload"],
-        queue=row["queue"],
-        priority=row["priority"],
-        misfire=row["misfire"],
-        misfire_grace=row["misfire_grace_s"],
-        max_catchup=row["max_catchup"],
+        kind=row.kind,
+        key=row.key,
+        frequency=row.frequency,
+        timezone=row.timezone,
+        at=row.at_time,
+        weekday=row.weekday,
+        day=row.day_of_month,
+        cron=row.cron,
+        payload=row.payload,
+        queue=row.queue,
+        priority=row.priority,
+        misfire=row.misfire,
+        misfire_grace=row.misfire_grace_s,
+        max_catchup=row.max_catchup,
     )
 
 
@@ -187,20 +188,23 @@ def _payload_json(payload: object) -> str:
     return text
 
 
-def _snapshot(row: Row | None) -> dict[str, Any] | None:
-    """A schedule row as audit JSON (times of day as ISO text)."""
-    if row is None:
-        return None
-    return {k: v.isoformat() if isinstance(v, time) else v for k, v in row.items()}
-
-
 async def _audit(
-    conn: AsyncConn, actor: str, action: str, reason: str, before: Row | None, after: Row | None
+    conn: AsyncConn,
+    actor: str,
+    action: str,
+    reason: str,
+    schedule_id: int,
+    before: Schedule | None,
+    after: Schedule | None,
 ) -> None:
-    target = (before or after or {}).get("id")
-    assert target is not None
     await audit.record(
-        conn, actor, action, ("schedule", target), reason, _snapshot(before), _snapshot(after)
+        conn,
+        actor,
+        action,
+        ("schedule", schedule_id),
+        reason,
+        None if before is None else before.snapshot(),
+        None if after is None else after.snapshot(),
     )
 
 
@@ -235,7 +239,7 @@ async def create_schedule(
     app: Herald | None = None,
     actor: str | None = None,
     reason: str | None = None,
-) -> Row:
+) -> Schedule:
     """Store a new schedule, first due at its first slot after now.
 
     With ``app`` the kind must be one the application registers. With ``actor`` and
@@ -249,17 +253,17 @@ async def create_schedule(
         next_due = _first_due(rule, await _now(conn))
         params = spec.params(payload, next_due)
         params["paused"] = False
-        row = await one_row(conn, "schedule_insert", params)
+        row = from_row(Schedule, await one_row(conn, "schedule_insert", params))
         if audited:
             assert actor is not None and reason is not None
-            await _audit(conn, actor, "create", reason, None, row)
+            await _audit(conn, actor, "create", reason, row.id, None, row)
     return row
 
 
-async def get_schedule(db: Db, schedule_id: int) -> Row | None:
+async def get_schedule(db: Db, schedule_id: int) -> Schedule | None:
     _check_id(schedule_id)
     async with _connection(db) as conn:
-        return await maybe_row(conn, "schedule_get", {"id": schedule_id})
+        return await fetch_one(conn, "schedule_get", {"id": schedule_id}, Schedule)
 
 
 async def list_schedules(
@@ -270,21 +274,21 @@ async def list_schedules(
     paused: bool | None = None,
     after_id: int | None = None,
     limit: int = 100,
-) -> list[Row]:
+) -> list[Schedule]:
     """Schedules in id order; page with ``after_id`` (the last id of the previous page)."""
     _check_limit(limit)
     params = {"kind": kind, "key": key, "paused": paused, "after_id": after_id, "limit": limit}
     async with _connection(db) as conn:
-        return await all_rows(conn, "schedule_list", params)
+        return await fetch_all(conn, "schedule_list", params, Schedule)
 
 
-async def list_fires(db: Db, schedule_id: int, *, limit: int = 100) -> list[Row]:
+async def list_fires(db: Db, schedule_id: int, *, limit: int = 100) -> list[ScheduleFire]:
     """The schedule's fired slots, latest first."""
     _check_id(schedule_id)
     _check_limit(limit)
     async with _connection(db) as conn:
         params = {"schedule_id": schedule_id, "limit": limit}
-        return await all_rows(conn, "schedule_fires", params)
+        return await fetch_all(conn, "schedule_fires", params, ScheduleFire)
 
 
 async def update_schedule(
@@ -295,7 +299,7 @@ async def update_schedule(
     reason: str,
     app: Herald | None = None,
     **changes: Any,
-) -> Row | None:
+) -> Schedule | None:
     """Change fields of a schedule (any of ``UPDATABLE``); None if it does not exist.
 
     A change to the rule or zone re-times the schedule: it is next due at the new rule's
@@ -309,57 +313,59 @@ async def update_schedule(
             f"cannot update {', '.join(sorted(unknown))}; updatable: {', '.join(sorted(UPDATABLE))}"
         )
     async with _connection(db) as conn, conn.transaction():
-        before = await maybe_row(conn, "schedule_lock", {"id": schedule_id})
+        before = await fetch_one(conn, "schedule_lock", {"id": schedule_id}, Schedule)
         if before is None:
             return None
         old = spec_of(before)
         new = replace(old, **changes)
         rule, payload = new.validate(app)
-        next_due = before["next_due_at"]
+        next_due = before.next_due_at
         if rule != old.recurrence:
             next_due = _first_due(rule, await _now(conn))
         params = new.params(payload, next_due)
         params["id"] = schedule_id
-        after = await maybe_row(conn, "schedule_update", params)
-        await _audit(conn, actor, "update", reason, before, after)
+        after = await fetch_one(conn, "schedule_update", params, Schedule)
+        await _audit(conn, actor, "update", reason, schedule_id, before, after)
         return after
 
 
 async def _set_paused(
     db: Db, schedule_id: int, paused: bool, actor: str, reason: str
-) -> Row | None:
+) -> Schedule | None:
     _check_id(schedule_id)
     actor, reason = audit.require(actor, reason)
     async with _connection(db) as conn, conn.transaction():
-        before = await maybe_row(conn, "schedule_lock", {"id": schedule_id})
+        before = await fetch_one(conn, "schedule_lock", {"id": schedule_id}, Schedule)
         if before is None:
             return None
         resume_due = _first_due(spec_of(before).recurrence, await _now(conn))
-        after = await maybe_row(
+        after = await fetch_one(
             conn,
             "schedule_set_paused",
             {"id": schedule_id, "paused": paused, "resume_due_at": resume_due},
+            Schedule,
         )
-        await _audit(conn, actor, "pause" if paused else "resume", reason, before, after)
+        action = "pause" if paused else "resume"
+        await _audit(conn, actor, action, reason, schedule_id, before, after)
         return after
 
 
-async def pause_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
+async def pause_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Schedule | None:
     """Stop firing until resumed; None if the schedule does not exist."""
     return await _set_paused(db, schedule_id, True, actor, reason)
 
 
-async def resume_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
+async def resume_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Schedule | None:
     """Fire again from the next slot after now (slots missed while paused are dropped)."""
     return await _set_paused(db, schedule_id, False, actor, reason)
 
 
-async def delete_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Row | None:
+async def delete_schedule(db: Db, schedule_id: int, *, actor: str, reason: str) -> Schedule | None:
     """Delete a schedule and its fire records; returns the deleted row (None if absent)."""
     _check_id(schedule_id)
     actor, reason = audit.require(actor, reason)
     async with _connection(db) as conn, conn.transaction():
-        before = await maybe_row(conn, "schedule_delete", {"id": schedule_id})
+        before = await fetch_one(conn, "schedule_delete", {"id": schedule_id}, Schedule)
         if before is not None:
-            await _audit(conn, actor, "delete", reason, before, None)
+            await _audit(conn, actor, "delete", reason, schedule_id, before, None)
         return before

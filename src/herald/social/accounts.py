@@ -14,21 +14,24 @@ onto another row does not decrypt there. Nothing here ever returns or logs them.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import httpx
 import psycopg
 
 from herald import sql
-from herald.db import AsyncConn, Row
+from herald.db import AsyncConn
 from herald.ops import audit
 from herald.ops.crypto import TokenCipher
 from herald.ops.errors import Conflict, NotFound
 from herald.ops.secrets import Secret
-from herald.rows import all_rows, maybe_row, one_row
+from herald.rows import all_rows, fetch_all, fetch_one, from_row, one_row
 from herald.social.adapters.base import PLATFORMS, Account
 
 # The credential an API caller's "access_token" stands for, per platform.
@@ -41,7 +44,18 @@ PRIMARY_SECRET = {
 # Where a platform's API lives unless the account says otherwise (a self-hosted
 # Mastodon or PDS names its own; a webhook always does).
 DEFAULT_BASE_URL = {"bluesky": "https://bsky.social", "facebook": "https://graph.facebook.com"}
-ACCOUNT_STATES = ("active", "needs_reauth", "revoking", "revoked")
+
+
+class AccountStatus(StrEnum):
+    """Where a linked account stands (``social_accounts.status``)."""
+
+    ACTIVE = "active"
+    NEEDS_REAUTH = "needs_reauth"  # a 401: every post fails until it is authorised again
+    REVOKING = "revoking"  # disconnect asked; the revoke job wipes the credentials
+    REVOKED = "revoked"
+
+
+ACCOUNT_STATES = tuple(AccountStatus)
 
 
 class AccountError(Conflict):
@@ -82,30 +96,80 @@ class LinkRequest:
         return base.rstrip("/"), secrets
 
 
+@dataclass(frozen=True)
+class User:
+    """A registered user (``social_user_create``)."""
+
+    id: int
+    username: str
+    email: str
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class LinkedAccount:
+    """A linked account without its credentials (``social_account_list``)."""
+
+    id: int
+    user_id: int | None
+    owner: str
+    provider: str
+    name: str
+    external_id: str
+    base_url: str
+    options: dict[str, Any]
+    status: AccountStatus
+    status_reason: str | None
+    verified_at: dt.datetime | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class StoredAccount(LinkedAccount):
+    """An account with its encrypted credentials (``social_account_get``): for a job or
+    a route that checks it, never shown."""
+
+    credentials: str | None  # None once revoked
+    recently_verified: bool
+
+
+@dataclass(frozen=True)
+class RevokedAccount:
+    """What disconnecting for good changed (``social_account_revoked``)."""
+
+    id: int
+    status: AccountStatus
+    status_reason: str | None
+    revoked_at: dt.datetime
+
+
 def credential_context(provider: str, base_url: str, external_id: str) -> str:
     return f"social-account:{provider}:{base_url}:{external_id}"
 
 
-def public_account(row: Mapping[str, Any]) -> dict[str, Any]:
+def public_account(account: LinkedAccount) -> dict[str, Any]:
     """An account as the API and the CLI show it: never its credentials."""
-    return {k: v for k, v in row.items() if k not in ("credentials", "recently_verified")}
+    return {f.name: getattr(account, f.name) for f in dataclasses.fields(LinkedAccount)}
 
 
 async def create_user(
     conn: AsyncConn, username: str, email: str, *, note: audit.Note | None = None
-) -> Row:
+) -> User:
     try:
         async with conn.transaction():
             row = await one_row(conn, "social_user_create", {"username": username, "email": email})
+            user = from_row(User, row)
             if note is not None:
                 await audit.record(
                     conn,
                     note.actor,
                     "create_user",
-                    ("social_user", row["id"]),
+                    ("social_user", user.id),
                     note.reason,
                     None,
-                    row,
+                    dataclasses.asdict(user),
                 )
     except psycopg.errors.UniqueViolation:
         raise Conflict(f"a user named {username!r} exists already") from None
@@ -113,7 +177,7 @@ async def create_user(
         raise InvalidAccount(
             "username must be 1-100 letters, digits, _ . - and email an address"
         ) from None
-    return row
+    return user
 
 
 async def link_account(
@@ -123,7 +187,7 @@ async def link_account(
     request: LinkRequest,
     *,
     note: audit.Note | None = None,
-) -> Row:
+) -> LinkedAccount:
     """Store a new linked account (credentials encrypted) and audit it."""
     base_url, secrets = request.checked()
     external_id = request.page_id
@@ -149,16 +213,16 @@ async def link_account(
     }
     try:
         async with conn.transaction():
-            row = await one_row(conn, "social_account_create", params)
+            linked = from_row(LinkedAccount, await one_row(conn, "social_account_create", params))
             if note is not None:
                 await audit.record(
                     conn,
                     note.actor,
                     "link_account",
-                    ("social_account", row["id"]),
+                    ("social_account", linked.id),
                     note.reason,
                     None,
-                    public_account(row),
+                    public_account(linked),
                 )
     except psycopg.errors.UniqueViolation:
         raise Conflict(
@@ -166,20 +230,20 @@ async def link_account(
         ) from None
     except psycopg.errors.ForeignKeyViolation:
         raise NotFound("user", request.user_id or 0) from None
-    return row
+    return linked
 
 
-async def list_accounts(conn: AsyncConn, *, include_revoked: bool = False) -> list[Row]:
-    return await all_rows(
-        conn, "social_account_list", {"include_revoked": include_revoked, "limit": 1000}
-    )
+async def list_accounts(conn: AsyncConn, *, include_revoked: bool = False) -> list[LinkedAccount]:
+    params = {"include_revoked": include_revoked, "limit": 1000}
+    return await fetch_all(conn, "social_account_list", params, LinkedAccount)
 
 
-async def get_account(conn: AsyncConn, account_id: int, *, trust: float = 0.0) -> Row:
-    row = await maybe_row(conn, "social_account_get", {"id": account_id, "verified_within": trust})
-    if row is None:
+async def get_account(conn: AsyncConn, account_id: int, *, trust: float = 0.0) -> StoredAccount:
+    params = {"id": account_id, "verified_within": trust}
+    found = await fetch_one(conn, "social_account_get", params, StoredAccount)
+    if found is None:
         raise NotFound("account", account_id)
-    return row
+    return found
 
 
 async def find_account(conn: AsyncConn, provider: str, external_id: str) -> int:
@@ -197,8 +261,12 @@ async def find_account(conn: AsyncConn, provider: str, external_id: str) -> int:
     return int(rows[0]["id"])
 
 
-def decrypt_account(cipher: TokenCipher, row: Mapping[str, Any]) -> Account:
-    """The adapter's view of an account row (its credentials decrypted into secrets)."""
+def decrypt_account(cipher: TokenCipher, row: Mapping[str, Any] | StoredAccount) -> Account:
+    """The adapter's view of an account (its credentials decrypted into secrets): a
+    :class:`StoredAccount` or a row of the pipeline's own statements naming the same
+    columns."""
+    if isinstance(row, StoredAccount):
+        row = dataclasses.asdict(row)
     if row["credentials"] is None:
         raise AccountError(f"account {row['id']} is revoked: it has no credentials")
     context = credential_context(row["provider"], row["base_url"], row["external_id"])
@@ -252,9 +320,10 @@ async def mark_verified(conn: AsyncConn, account_id: int) -> None:
     await conn.execute(sql.query("social_account_verified"), {"id": account_id})
 
 
-async def mark_revoked(conn: AsyncConn, account_id: int, reason: str) -> Row | None:
+async def mark_revoked(conn: AsyncConn, account_id: int, reason: str) -> RevokedAccount | None:
     """Credentials wiped, status revoked (idempotent: None if it was already)."""
-    return await maybe_row(conn, "social_account_revoked", {"id": account_id, "reason": reason})
+    params = {"id": account_id, "reason": reason}
+    return await fetch_one(conn, "social_account_revoked", params, RevokedAccount)
 
 
 async def rotate_credentials(conn: AsyncConn, cipher: TokenCipher) -> int:

@@ -407,12 +407,12 @@ async def _revoke(runtime: SocialRuntime, ctx: JobContext, account_id: int) -> d
             row = await accounts.get_account(conn, account_id)
         except NotFound:
             raise Permanent(f"account {account_id} does not exist") from None
-    if row["status"] == "revoked":
+    if row.status == "revoked":
         return {"account_id": account_id, "remote": False, "detail": "revoked already"}
     remote, detail = False, "no credentials to revoke"
     try:
         adapter = adapter_for(accounts.decrypt_account(runtime.cipher, row), runtime.http())
-        caller = guards.Caller(pool, row["provider"], account_id, runtime.social)
+        caller = guards.Caller(pool, row.provider, account_id, runtime.social)
         token = guards.CURRENT.set(caller)
         try:
             revoked = await adapter.revoke()
@@ -429,9 +429,9 @@ async def _revoke(runtime: SocialRuntime, ctx: JobContext, account_id: int) -> d
     except CipherError as exc:
         detail = f"the stored credentials could not be read ({exc}); wiped"
     result = {"account_id": account_id, "remote": remote, "detail": detail}
-    reason = f"{row['status_reason'] or 'disconnected'} | {detail}"[:4000]
+    reason = f"{row.status_reason or 'disconnected'} | {detail}"[:4000]
     async with ctx.transaction(result) as conn:
         await accounts.mark_revoked(conn, account_id, reason)
     outcome = "ok" if remote else ("failed" if "failed" in detail else "local")
-    runtime.meters.credential(row["provider"], "revoke", outcome)
+    runtime.meters.credential(row.provider, "revoke", outcome)
     return result

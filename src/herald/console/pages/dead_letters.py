@@ -27,7 +27,7 @@ async def dead_letters(request: Request, caller: Signed) -> Response:
     found = await data.dead_letters(
         caller, **shown, before_id=number(params, "before_id"), limit=100
     )
-    older = query(**shown, before_id=found[-1]["id"]) if len(found) == 100 else None
+    older = query(**shown, before_id=found[-1].id) if len(found) == 100 else None
     return await render(
         request,
         "dead_letters.html",

@@ -60,7 +60,7 @@ async def jobs(request: Request, caller: Signed) -> Response:
         limit=50,
     )
     found = await data.jobs(caller, filters)
-    older = query(**shown, before_id=found[-1]["id"]) if len(found) == filters.limit else None
+    older = query(**shown, before_id=found[-1].id) if len(found) == filters.limit else None
     return await render(
         request,
         "jobs.html",

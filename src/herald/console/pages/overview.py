@@ -33,7 +33,7 @@ async def audit_log(request: Request, caller: Signed) -> Response:
     }
     before_id = number(params, "before_id")
     entries = await data.audit_entries(caller, **filters, before_id=before_id, limit=50)
-    older = query(**filters, before_id=entries[-1]["id"]) if len(entries) == 50 else None
+    older = query(**filters, before_id=entries[-1].id) if len(entries) == 50 else None
     return await render(
         request, "audit.html", caller, entries=entries, filters=filters, older=older
     )

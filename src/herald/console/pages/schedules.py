@@ -11,7 +11,7 @@ from herald.console.render import render
 from herald.console.schedule_actions import rule_text
 from herald.console.sessions import Caller
 from herald.console.web import Missing, Signed, identifier, number, query, text
-from herald.db import Row
+from herald.schedules.rows import Schedule
 
 router = APIRouter()
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -25,9 +25,7 @@ async def schedules(request: Request, caller: Signed) -> Response:
     paused = {"yes": True, "no": False}.get(paused_text or "")
     after_id = number(params, "after_id")
     found = await data.schedules(caller, **shown, paused=paused, after_id=after_id, limit=100)
-    newer = (
-        query(**shown, paused=paused_text, after_id=found[-1]["id"]) if len(found) == 100 else None
-    )
+    newer = query(**shown, paused=paused_text, after_id=found[-1].id) if len(found) == 100 else None
     return await render(
         request,
         "schedules.html",
@@ -40,7 +38,7 @@ async def schedules(request: Request, caller: Signed) -> Response:
     )
 
 
-async def _schedule(caller: Caller, schedule_id: str) -> Row:
+async def _schedule(caller: Caller, schedule_id: str) -> Schedule:
     found = await data.schedule(caller, identifier(schedule_id, "schedule id"))
     if found is None:
         raise Missing(f"schedule {schedule_id} does not exist")
@@ -50,9 +48,9 @@ async def _schedule(caller: Caller, schedule_id: str) -> Row:
 @router.get("/schedules/{schedule_id}")
 async def schedule(schedule_id: str, request: Request, caller: Signed) -> Response:
     found = await _schedule(caller, schedule_id)
-    fires = await data.schedule_fires(caller, found["id"])
+    fires = await data.schedule_fires(caller, found.id)
     history = await data.audit_entries(
-        caller, target_type="schedule", target_id=str(found["id"]), limit=20
+        caller, target_type="schedule", target_id=str(found.id), limit=20
     )
     return await render(
         request,

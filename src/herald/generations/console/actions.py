@@ -17,18 +17,68 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from herald.console import Action, Caller, Done
 from herald.console.registry import PerformFn, Skip, per_target
-from herald.db import Row
-from herald.generations import operator, quarantine, records
+from herald.generations import operator, quarantine
 from herald.generations.console.reads import session
+from herald.generations.rows import CandidateState, QuarantineItem, TaskState
+from herald.rows import fetch_one
 
 NO_PARTITION = "-"
 # The names the generations API accepts (a dataset's, a partition's): no "/" in either.
 DATASET = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
 PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
-Loader = Callable[[Caller, str], Awaitable[Row | None]]
+R = TypeVar("R")
+Loader = Callable[[Caller, str], Awaitable[R | None]]
+
+
+class _Stated(Protocol):
+    @property
+    def state(self) -> str: ...
+
+
+S = TypeVar("S", bound=_Stated)
+
+
+@dataclass(frozen=True)
+class CandidateReview:
+    """A candidate with its run and the coordinator's last word on it
+    (``generations_console_candidate``)."""
+
+    id: int
+    run_id: int
+    dataset: str
+    partition: str
+    state: CandidateState
+    row_count: int
+    checksum: str
+    job_id: int
+    fence: int
+    policy: str
+    purpose: str
+    decision: str | None
+    reason_code: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class TaskReview:
+    """A run's task with its job (``generations_console_task``)."""
+
+    run_id: int
+    partition: str
+    state: TaskState
+    detail: str | None
+    job_id: int | None
+    dataset: str
+    purpose: str
+    definition_version: str
+    policy: str
+    job_state: str | None
+    lease_owner: str | None
+    fence: int | None
 
 
 @dataclass(frozen=True)
@@ -70,19 +120,20 @@ def scopes(caller: Caller) -> frozenset[str]:
 
 def _loader(
     statement: str,
+    cls: type[R],
     params: Callable[[Target], dict[str, object]],
-    belongs: Callable[[Row, Target], bool],
-) -> Loader:
+    belongs: Callable[[R, Target], bool],
+) -> Loader[R]:
     """A target's record: the statement's row for the parsed target, or None when the
     target does not parse, names nothing, or names a record of another place (the
     target's dataset and partition must be the record's own)."""
 
-    async def load(caller: Caller, target: str) -> Row | None:
+    async def load(caller: Caller, target: str) -> R | None:
         found = parse(target)
         if found is None:
             return None
         async with session(caller) as (_, conn):
-            row = await records.one(conn, statement, params(found))
+            row = await fetch_one(conn, statement, params(found), cls)
         return row if row is not None and belongs(row, found) else None
 
     return load
@@ -90,37 +141,40 @@ def _loader(
 
 _candidate = _loader(
     "generations_console_candidate",
+    CandidateReview,
     lambda found: {"id": found.ident},
-    lambda row, found: (row["dataset"], row["partition"]) == (found.dataset, found.partition),
+    lambda row, found: (row.dataset, row.partition) == (found.dataset, found.partition),
 )
 
 
-def _named(row: Row) -> str:
-    return f"candidate {row['id']} of {row['dataset']}/{row['partition']} (run {row['run_id']})"
+def _named(row: CandidateReview) -> str:
+    return f"candidate {row.id} of {row.dataset}/{row.partition} (run {row.run_id})"
 
 
-def _last_word(row: Row) -> str:
-    return f"the coordinator's last word: {row['reason']}" if row["reason"] else "no decision yet"
+def _last_word(row: CandidateReview) -> str:
+    return f"the coordinator's last word: {row.reason}" if row.reason else "no decision yet"
 
 
 def _only_when(
-    state: str, named: Callable[[Row], str], effect: Callable[[Row], str]
-) -> Callable[[Caller, Row], str | Skip]:
+    state: str, named: Callable[[S], str], effect: Callable[[S], str]
+) -> Callable[[Caller, S], str | Skip]:
     """A verdict: ``effect`` on a record in ``state``; any other is left alone, and why."""
 
-    def check(caller: Caller, row: Row) -> str | Skip:
-        if row["state"] != state:
-            return Skip(f"{named(row)} is {row['state']}, not {state}: nothing to do")
+    def check(caller: Caller, row: S) -> str | Skip:
+        if row.state != state:
+            return Skip(f"{named(row)} is {row.state}, not {state}: nothing to do")
         return effect(row)
 
     return check
 
 
-def _waiting(effect: Callable[[Row], str]) -> Callable[[Caller, Row], str | Skip]:
+def _waiting(
+    effect: Callable[[CandidateReview], str],
+) -> Callable[[Caller, CandidateReview], str | Skip]:
     return _only_when("waiting", _named, effect)
 
 
-def _publish_effect(row: Row) -> str:
+def _publish_effect(row: CandidateReview) -> str:
     return (
         f"Ask the coordinator to decide on {_named(row)} again now ({_last_word(row)}): it "
         "becomes the next generation if the rules allow it today; if they do not, the "
@@ -128,7 +182,7 @@ def _publish_effect(row: Row) -> str:
     )
 
 
-def _override_effect(row: Row) -> str:
+def _override_effect(row: CandidateReview) -> str:
     return (
         f"Publish {_named(row)} as the next generation despite the coordinator's rules "
         f"({_last_word(row)}). The pre-publication checks (checksum, partitions, schema, "
@@ -136,14 +190,14 @@ def _override_effect(row: Row) -> str:
     )
 
 
-def _discard_effect(row: Row) -> str:
+def _discard_effect(row: CandidateReview) -> str:
     return (
         f"Discard {_named(row)}: it will never be published and its run's task settles "
         f"as discarded ({_last_word(row)}). The current generation stays as it is."
     )
 
 
-async def _act(caller: Caller, action: str, found: Target, reason: str, on: str) -> Row:
+async def _act(caller: Caller, action: str, found: Target, reason: str, on: str) -> dict[str, Any]:
     """The operator API's action on a candidate (``on="candidate_id"``) or a run's task."""
     async with session(caller) as (gens, conn):
         return await operator.act(
@@ -184,19 +238,20 @@ def _on_candidate(action: str) -> PerformFn:
 
 _task = _loader(
     "generations_console_task",
+    TaskReview,
     lambda found: {"run_id": found.ident, "partition": found.partition},
-    lambda row, found: row["dataset"] == found.dataset,
+    lambda row, found: row.dataset == found.dataset,
 )
 
 
-def _task_named(row: Row) -> str:
-    return f"run {row['run_id']}'s task for {row['dataset']}/{row['partition']}"
+def _task_named(row: TaskReview) -> str:
+    return f"run {row.run_id}'s task for {row.dataset}/{row.partition}"
 
 
-def _skip_verdict(caller: Caller, row: Row) -> str | Skip:
-    if row["state"] not in ("queued", "building"):
-        return Skip(f"{_task_named(row)} is {row['state']}: nothing to skip")
-    job = f"job {row['job_id']} ({row['job_state']})" if row["job_id"] else "its job"
+def _skip_verdict(caller: Caller, row: TaskReview) -> str | Skip:
+    if not row.state.unsettled:
+        return Skip(f"{_task_named(row)} is {row.state}: nothing to skip")
+    job = f"job {row.job_id} ({row.job_state})" if row.job_id else "its job"
     return (
         f"Skip {_task_named(row)}: cancel {job} and settle the task as skipped, so no "
         "output of this run for the partition is published. A worker still holding its "
@@ -204,12 +259,12 @@ def _skip_verdict(caller: Caller, row: Row) -> str | Skip:
     )
 
 
-def _retry_verdict(caller: Caller, row: Row) -> str | Skip:
-    if row["state"] not in ("rejected", "quarantined", "failed"):
-        return Skip(f"{_task_named(row)} is {row['state']}: nothing to retry")
+def _retry_verdict(caller: Caller, row: TaskReview) -> str | Skip:
+    if not row.state.failed:
+        return Skip(f"{_task_named(row)} is {row.state}: nothing to retry")
     return (
-        f"Retry {_task_named(row)} ({row['state']}: {row['detail']}): declare a repair run "
-        f"of the partition with definition {row['definition_version']}, reading every "
+        f"Retry {_task_named(row)} ({row.state}: {row.detail}): declare a repair run "
+        f"of the partition with definition {row.definition_version}, reading every "
         "input accepted for it now, planned against the current generation (policy "
         "rebase). The failed run stays as it is, for the record."
     )
@@ -234,43 +289,46 @@ def _on_task(action: str) -> PerformFn:
 
 _item = _loader(
     "generations_console_quarantine_item",
+    QuarantineItem,
     lambda found: {"id": found.ident},
     lambda row, found: (
-        (row["dataset"], row["partition"] or NO_PARTITION) == (found.dataset, found.partition)
+        (row.dataset, row.partition or NO_PARTITION) == (found.dataset, found.partition)
     ),
 )
 
 
-def _item_named(row: Row) -> str:
-    where = f"/{row['partition']}" if row["partition"] else ""
-    return f"quarantined item {row['id']} of {row['dataset']}{where} ({row['reason_code']})"
+def _item_named(row: QuarantineItem) -> str:
+    where = f"/{row.partition}" if row.partition else ""
+    return f"quarantined item {row.id} of {row.dataset}{where} ({row.reason_code})"
 
 
-def _held(effect: Callable[[Row], str]) -> Callable[[Caller, Row], str | Skip]:
+def _held(
+    effect: Callable[[QuarantineItem], str],
+) -> Callable[[Caller, QuarantineItem], str | Skip]:
     return _only_when("held", _item_named, effect)
 
 
-def _repair_effect(row: Row) -> str:
+def _repair_effect(row: QuarantineItem) -> str:
     return (
         f"Mark {_item_named(row)} as repaired (its source fixed the input elsewhere): it "
         "leaves the quarantine; nothing is rebuilt."
     )
 
 
-def _replay_effect(row: Row) -> str:
-    if row["run_id"] is None or not row["partition"]:
+def _replay_effect(row: QuarantineItem) -> str:
+    if row.run_id is None or not row.partition:
         return (
             f"Release {_item_named(row)} as replayed: it names no run's task, so nothing is "
             "rebuilt; declare a run for its partition when the input is ready."
         )
     return (
-        f"Release {_item_named(row)} and declare a repair run of {row['partition']} that "
-        f"reads every input accepted for it now (the run that met it was {row['run_id']}), "
+        f"Release {_item_named(row)} and declare a repair run of {row.partition} that "
+        f"reads every input accepted for it now (the run that met it was {row.run_id}), "
         "planned against the current generation (policy rebase)."
     )
 
 
-def _drop_effect(row: Row) -> str:
+def _drop_effect(row: QuarantineItem) -> str:
     return (
         f"Discard {_item_named(row)}: it leaves the quarantine and is never read again; "
         "the partition keeps its current generation."
@@ -302,8 +360,8 @@ def _action(
     scope: str,
     title: str,
     what: str,
-    load: Loader,
-    verdict: Callable[[Caller, Row], str | Skip],
+    load: Loader[R],
+    verdict: Callable[[Caller, R], str | Skip],
     perform: PerformFn,
 ) -> Action:
     return Action(name, label, scope, per_target(title, what, load, verdict), perform, _back)

@@ -16,15 +16,14 @@ from starlette.responses import Response
 from herald.console import Caller, Missing, NavEntry, Signed, application_extension, render
 from herald.console.data import audit_entries
 from herald.console.web import identifier, number, text
-from herald.db import Row
 from herald.ingest import inspect
 from herald.ingest.console.actions import ACTIONS, runs_ingest
-from herald.ingest.providers import list_providers
+from herald.ingest.providers import ListedProvider, list_providers
 
 router = APIRouter()
 
 
-async def _providers(caller: Caller) -> list[Row]:
+async def _providers(caller: Caller) -> list[ListedProvider]:
     async with caller.state.client.pool.connection() as conn:
         return await list_providers(conn)
 
@@ -54,7 +53,7 @@ async def run(run_id: str, request: Request, caller: Signed) -> Response:
         quarantined = await inspect.list_quarantine(conn, None, chosen, limit=50)
     if detail is None:
         raise Missing(f"ingestion run {run_id} does not exist")
-    job = await caller.state.client.get_job(detail["job_id"])
+    job = await caller.state.client.get_job(detail.job_id)
     return await render(
         request,
         "ingest/run.html",
@@ -81,13 +80,13 @@ async def quarantine(request: Request, caller: Signed) -> Response:
         provider=provider,
         run_id=run_id,
         raw=caller.allows("operate"),
-        providers=[p["name"] for p in await _providers(caller)],
+        providers=[p.name for p in await _providers(caller)],
     )
 
 
 @router.get("/ingestion/providers/{name}")
 async def provider(name: str, request: Request, caller: Signed) -> Response:
-    found = [p for p in await _providers(caller) if p["name"] == name]
+    found = [p for p in await _providers(caller) if p.name == name]
     if not found:
         raise Missing(f"no ingestion provider {name[:130]!r} is registered")
     async with caller.state.client.pool.connection() as conn:

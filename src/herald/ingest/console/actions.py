@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from herald.client import Outcome
 from herald.console import Action, Caller, Done
 from herald.console.registry import Skip, per_target
-from herald.db import Row
 from herald.errors import UnknownKind
-from herald.ingest.providers import FETCH, get_provider, request_fetch
+from herald.ingest.providers import FETCH, Provider, get_provider, request_fetch
 from herald.ops.audit import Note
 
 
@@ -27,19 +26,19 @@ def runs_ingest(caller: Caller) -> bool:
     return True
 
 
-async def _provider(caller: Caller, target: str) -> Row | None:
+async def _provider(caller: Caller, target: str) -> Provider | None:
     if not 0 < len(target) <= 128:
         return None
     async with caller.state.client.pool.connection() as conn:
         return await get_provider(conn, target)
 
 
-def _fetch_verdict(caller: Caller, row: Row) -> str | Skip:
+def _fetch_verdict(caller: Caller, row: Provider) -> str | Skip:
     if not runs_ingest(caller):
-        return Skip(f"provider {row['name']}: this deployment does not run ingestion's jobs")
+        return Skip(f"provider {row.name}: this deployment does not run ingestion's jobs")
     return (
-        f"Fetch the snapshot of provider {row['name']} now ({row['format']} from "
-        f"{row['url']}): a new ingestion run stages its records, then processing updates "
+        f"Fetch the snapshot of provider {row.name} now ({row.format} from "
+        f"{row.url}): a new ingestion run stages its records, then processing updates "
         "the canonical plans; malformed records are quarantined. If a fetch of this "
         "provider is waiting or running already, that one is kept and nothing new starts."
     )

@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from herald.console import Action, Caller, Done
 from herald.console.registry import Skip, per_target
 from herald.console.web import identifier
-from herald.db import Row
 from herald.errors import UnknownKind
 from herald.ops.errors import NotFound
-from herald.social.accounts import get_account
+from herald.social.accounts import StoredAccount, get_account
 from herald.social.admission import REVOKE, request_disconnect
 
 
@@ -28,7 +27,7 @@ def runs_social(caller: Caller) -> bool:
     return True
 
 
-async def _account(caller: Caller, target: str) -> Row | None:
+async def _account(caller: Caller, target: str) -> StoredAccount | None:
     async with caller.state.client.pool.connection() as conn:
         try:
             return await get_account(conn, identifier(target, "account id"))
@@ -36,14 +35,14 @@ async def _account(caller: Caller, target: str) -> Row | None:
             return None
 
 
-def _disconnect_verdict(caller: Caller, row: Row) -> str | Skip:
-    if row["status"] == "revoked":
-        return Skip(f"account {row['id']} is disconnected already")
+def _disconnect_verdict(caller: Caller, row: StoredAccount) -> str | Skip:
+    if row.status == "revoked":
+        return Skip(f"account {row.id} is disconnected already")
     if not runs_social(caller):
-        return Skip(f"account {row['id']}: this deployment does not run social's jobs")
+        return Skip(f"account {row.id}: this deployment does not run social's jobs")
     return (
-        f"Disconnect {row['provider']} account {row['id']} ({row['name']}, of "
-        f"{row['owner']}): it becomes revoking at once, every post of it still queued or "
+        f"Disconnect {row.provider} account {row.id} ({row.name}, of "
+        f"{row.owner}): it becomes revoking at once, every post of it still queued or "
         "publishing fails with your reason, and a job revokes its credentials at the "
         "platform and wipes them here. Its published posts stay as they are."
     )
