@@ -141,7 +141,10 @@ async def wait_published(settings: Settings, within: float) -> None:
     # than the rest of its work during a drain.
     conn = await connect(conninfo(str(settings.database_url), settings.schema))
     async with conn:
-        while (await (await conn.execute(_PENDING.encode())).fetchone() or {"n": 0})["n"]:
+        while True:
+            pending = await (await conn.execute(_PENDING.encode())).fetchone()
+            if pending is None or not pending["n"]:
+                return
             if time.monotonic() > deadline:
                 raise RuntimeError("posts were not published in time")
             await asyncio.sleep(0.1)
