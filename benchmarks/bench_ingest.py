@@ -20,8 +20,16 @@ sandbox in a process of its own serving the snapshot over loopback HTTP.
   then two processing processes) run one after another in other processes (each
   ingesting figure says which phase was running when it ended). The bulkhead is sized
   to the largest concurrency so latency, not refusal, is measured (refusals are printed
-  too). Each round starts with an unmeasured warm-up (a connection per caller, the
-  statement prepared on each).
+  too). The ingesting rounds run once in the fetch phase and once in the processing
+  phase (``--ingesting-phases``): each round waits for its phase to begin. Each round
+  starts with an unmeasured warm-up (a connection per caller, the statement prepared on
+  each). Then the ratio of p99 while ingesting to idle p99 per
+  concurrency (the aim: at most 2x), and the background ingestion's own rate while
+  searched (what yielding to searches costs it).
+
+The ingesting children yield to searches as the jobs do (:mod:`herald.ingest.pacing`):
+``HERALD_INGEST_DUTY_CYCLE=1 HERALD_INGEST_NICE=0`` runs them without yielding, for
+side-by-side runs.
 
 Run from the repository root::
 
@@ -75,6 +83,7 @@ async def _drop_schema(url: str, schema: str) -> None:
 async def child_fetch(schema: str, provider: str, url: str) -> dict[str, Any]:
     """Fetch and stage one snapshot as the fetch job does (fenced, COPY, marked staged)."""
     from herald.ingest.fetch import FetchPolicy, fetch_snapshot
+    from herald.ingest.pacing import Pacer, PacingConfig, lower_priority
     from herald.ingest.staging import RunStager, mark_staged, start_run
 
     settings = _settings(schema)
@@ -91,8 +100,15 @@ async def child_fetch(schema: str, provider: str, url: str) -> dict[str, Any]:
         assert job is not None
         run = await start_run(conn, provider, job["id"], 1)
         stager = RunStager(conn, run["id"], provider, 1)
+        # As the fetch job does: a lower priority, and a rest between batches while
+        # searches run (HERALD_INGEST_NICE, HERALD_INGEST_DUTY_CYCLE).
+        pacing = PacingConfig.from_env()
+        lower_priority(pacing.nice)
+        pacer = Pacer.on(conn, pacing)
         started = time.monotonic()
-        result = await fetch_snapshot(url, "event-plans", stager, policy=FetchPolicy())
+        result = await fetch_snapshot(
+            url, "event-plans", stager, policy=FetchPolicy(), pace=pacer.breathe
+        )
         await mark_staged(conn, run["id"], 1, bytes_read=result.bytes, attempts=1)
         seconds = time.monotonic() - started
         await conn.execute(
@@ -107,6 +123,7 @@ async def child_fetch(schema: str, provider: str, url: str) -> dict[str, Any]:
         "bytes": result.bytes,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cpu_seconds": _cpu(),
+        "paused": pacer.paused,
     }
 
 
@@ -129,13 +146,20 @@ def _cpu() -> float:
 
 
 async def child_process(schema: str, run_id: int, batch: int) -> dict[str, Any]:
+    from herald.ingest.pacing import Pacer, PacingConfig, lower_priority
     from herald.ingest.processing import drain_run
 
     settings = _settings(schema)
     assert settings.database_url is not None
+    pacing = PacingConfig.from_env()
+    lower_priority(pacing.nice)  # as the processing job does
     async with await connect(conninfo(settings.database_url, schema)) as conn:
-        stats = await drain_run(conn, run_id, f"bench-{os.getpid()}", batch=batch, poll=0.05)
-    return {"done": stats.done}
+        pacer = Pacer.on(conn, pacing)
+        started = time.monotonic()
+        stats = await drain_run(
+            conn, run_id, f"bench-{os.getpid()}", batch=batch, poll=0.05, pace=pacer.breathe
+        )
+    return {"done": stats.done, "seconds": time.monotonic() - started, "paused": pacer.paused}
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
@@ -175,11 +199,13 @@ def fetch_once(schema: str, name: str, base: str, plans: int) -> dict[str, Any]:
     return _result(_spawn("fetch", schema, name, f"{base}/feeds/{name}?plans={plans}&zones=3"))
 
 
-def process_with(schema: str, run_id: int, processes: int, batch: int) -> float:
+def process_with(schema: str, run_id: int, processes: int, batch: int) -> tuple[float, float]:
+    """Plans/s, and the longest any process rested (searches elsewhere on the server)."""
     started = time.monotonic()
     procs = [_spawn("process", schema, str(run_id), str(batch)) for _ in range(processes)]
-    done = sum(int(_result(p)["done"]) for p in procs)
-    return done / (time.monotonic() - started)
+    results = [_result(p) for p in procs]
+    done = sum(int(r["done"]) for r in results)
+    return done / (time.monotonic() - started), max(float(r["paused"]) for r in results)
 
 
 async def search_load(
@@ -188,10 +214,13 @@ async def search_load(
     """p50 ms, p99 ms, requests/s, refusals over ``seconds`` with ``concurrency`` callers."""
     from prometheus_client import CollectorRegistry
 
+    from herald.ingest.pacing import SEARCH_APPLICATION
     from herald.ingest.search import SearchSaturated, SearchService, SearchSettings, Window
 
     settings = SearchSettings(max_concurrent=64, cache_entries=0)
-    service = SearchService(conninfo(url, schema), schema, settings, CollectorRegistry())
+    # Named as the API's search pool is: ingestion sees these sessions and yields.
+    info = conninfo(url, schema, SEARCH_APPLICATION)
+    service = SearchService(info, schema, settings, CollectorRegistry())
     await service.open()
     base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     # Unmeasured warm-up: the pool opens a connection per caller and each connection
@@ -233,11 +262,24 @@ async def main_async(args: argparse.Namespace) -> None:
     from herald.ingest.sandbox import spawn_sandbox
 
     url = database_url(Settings.from_env())
+    from herald.ingest.pacing import PacingConfig
+
+    pacing = PacingConfig.from_env()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"Ingestion pacing: duty cycle {pacing.duty_cycle:g} while searches run,"
+        f" nice {pacing.nice};"
+        f" the provider sandbox at nice {args.provider_nice}"
+    )
     async with await connect(conninfo(url, "public")) as conn:
         cur = await conn.execute("SHOW server_version")
         print(f"PostgreSQL {(await cur.fetchone() or {}).get('server_version')}")
     with spawn_sandbox() as sandbox:
+        # The provider runs on a host of its own in production; here it shares the cores
+        # with the searches, so it runs at a lower priority (--provider-nice) rather
+        # than stand in for search-side load. Same for every figure and both sides of
+        # a side-by-side run.
+        os.setpriority(os.PRIO_PROCESS, sandbox.process.pid, args.provider_nice)
         for plans in args.sizes:
             schema = await _fresh_schema(url)
             try:
@@ -250,21 +292,21 @@ async def main_async(args: argparse.Namespace) -> None:
                     f" plans/s ({fetched['seconds']:.1f} s, {fetched['bytes'] / 2**20:,.0f} MiB),"
                     f" peak RSS {fetched['peak_rss_mib']:.0f} MiB,"
                     f" {fetched['plans'] / fetched['cpu_seconds']:,.0f} plans per CPU-second"
-                    f" (the sandbox: {fetched['plans'] / max(generating, 0.01):,.0f})"
+                    f" (the sandbox: {fetched['plans'] / max(generating, 0.01):,.0f}),"
+                    f" {fetched['paused']:.1f} s resting"
                     f"  [load {_load()}]",
                     flush=True,
                 )
-                rates = {}
                 for processes in args.processes:
                     run = fetched if processes == args.processes[0] else None
                     if run is None:  # a fresh run of the same snapshot for each figure
                         name = f"p{processes}"
                         await _provider(url, schema, name, f"{sandbox.base_url}/feeds/{name}")
                         run = fetch_once(schema, f"p{processes}", sandbox.base_url, plans)
-                    rates[processes] = process_with(schema, run["run_id"], processes, args.batch)
+                    rate, paused = process_with(schema, run["run_id"], processes, args.batch)
                     print(
                         f"process {plans:>9,} plans with {processes} process(es): "
-                        f"{rates[processes]:>9,.0f} plans/s  [load {_load()}]",
+                        f"{rate:>9,.0f} plans/s, {paused:.1f} s resting  [load {_load()}]",
                         flush=True,
                     )
                 if args.search_seconds > 0:
@@ -276,8 +318,10 @@ async def main_async(args: argparse.Namespace) -> None:
 async def _search_figures(
     args: argparse.Namespace, url: str, schema: str, base: str, plans: int
 ) -> None:
+    idle: dict[int, float] = {}
     for concurrency in args.concurrency:
         p50, p99, rps, refused = await search_load(url, schema, concurrency, args.search_seconds)
+        idle[concurrency] = p99
         print(
             f"search idle,      {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms  "
             f"p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}  [load {_load()}]",
@@ -289,54 +333,113 @@ async def _search_figures(
     # while one runs, and a 1M-plan ingestion need not be repeated for each round.
     ingesting = _Ingesting(schema, f"{base}/feeds/busy?plans={plans}&zones=3&seed=9", args.batch)
     background = asyncio.create_task(ingesting.run())
+    ratios: list[str] = []
     try:
-        for concurrency in args.concurrency:
-            p50, p99, rps, refused = await search_load(
-                url, schema, concurrency, args.search_seconds
-            )
-            print(
-                f"search ingesting, {concurrency:>2} callers ({plans:,} plans): p50 {p50:6.1f} ms"
-                f"  p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}"
-                f"  [load {_load()}, {ingesting.phase}]",
-                flush=True,
-            )
+        # Each round starts in the phase it is for (fetching: the parser, COPY and the
+        # provider; processing: the upserts), so both are measured at any size.
+        for phase in args.ingesting_phases:
+            for concurrency in args.concurrency:
+                await ingesting.reach(phase, background)
+                p50, p99, rps, refused = await search_load(
+                    url, schema, concurrency, args.search_seconds
+                )
+                ratios.append(f"{phase} {concurrency} callers {p99 / idle[concurrency]:.2f}x")
+                print(
+                    f"search ingesting, {concurrency:>2} callers ({plans:,} plans): "
+                    f"p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  {rps:8,.0f} req/s  refused {refused}"
+                    f"  [load {_load()}, started {phase}, ended in {ingesting.phase}]",
+                    flush=True,
+                )
     finally:
         await ingesting.stop(background)
+    print(f"p99 ingesting / idle ({plans:,} plans): {', '.join(ratios)} (aim: at most 2x)")
+    print(f"ingestion while searched ({plans:,} plans): {ingesting.summary()}", flush=True)
 
 
 class _Ingesting:
-    """Ingestions in child processes, one after another, until :meth:`stop`."""
+    """Ingestions in child processes, one after another, until :meth:`stop`.
+
+    Keeps what each finished phase did (plans, seconds, seconds rested by its pacer):
+    the ingestion's own rate while searches run, the price of yielding to them.
+    """
 
     def __init__(self, schema: str, feed: str, batch: int) -> None:
         self.schema, self.feed, self.batch = schema, feed, batch
         self.phase = "starting"
+        self._changed = asyncio.Event()
         self._children: list[subprocess.Popen[str]] = []
         self._stopped = False
+        self.fetched: list[dict[str, Any]] = []
+        self.processed: list[dict[str, Any]] = []
 
     async def run(self) -> None:
         cycle = 0
         while not self._stopped:
             cycle += 1
-            self.phase = f"ingestion {cycle} fetching"
+            self._enter(f"ingestion {cycle} fetching")
             self._children = [_spawn("fetch", self.schema, "busy", self.feed)]
-            run_id = await self._wait()
-            if run_id is None:
+            results = await self._wait()
+            if results is None:
                 return
-            self.phase = f"ingestion {cycle} processing"
+            self.fetched.append(results[0])
+            run_id = int(results[0].get("run_id", 0))
+            self._enter(f"ingestion {cycle} processing")
+            started = time.monotonic()
             self._children = [
                 _spawn("process", self.schema, str(run_id), str(self.batch)) for _ in range(2)
             ]
-            await self._wait()
+            results = await self._wait()
+            if results is None:
+                return
+            self.processed.append(
+                {
+                    "done": sum(int(r["done"]) for r in results),
+                    "seconds": time.monotonic() - started,
+                    "paused": max(float(r.get("paused", 0)) for r in results),
+                }
+            )
 
-    async def _wait(self) -> int | None:
-        """The fetched run's id (None once stopped); a child failing ends the benchmark."""
+    def summary(self) -> str:
+        def rate(phases: list[dict[str, Any]], key: str) -> str:
+            if not phases:
+                return "none finished"
+            done = sum(int(p[key]) for p in phases)
+            seconds = sum(float(p["seconds"]) for p in phases)
+            paused = sum(float(p.get("paused", 0)) for p in phases)
+            return (
+                f"{done / seconds:,.0f} plans/s over {len(phases)} run(s), {seconds:.1f} s, "
+                f"{paused:.1f} s of it resting"
+            )
+
+        return (
+            f"fetch+stage {rate(self.fetched, 'plans')}; "
+            f"processing (2 processes) {rate(self.processed, 'done')}"
+        )
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def reach(self, phase: str, task: asyncio.Task[None]) -> None:
+        """Return once an ingestion is in ``phase`` (fetching or processing)."""
+        while not self.phase.endswith(phase):
+            changed = asyncio.ensure_future(self._changed.wait())
+            await asyncio.wait({changed, task}, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            if task.done():
+                task.result()  # an ingesting child failed: raise its error
+                raise SystemExit("the ingestions ended before the rounds")
+
+    async def _wait(self) -> list[dict[str, Any]] | None:
+        """The children's results (None once stopped); a child failing ends the benchmark."""
         outs = [await asyncio.to_thread(child.communicate) for child in self._children]
         if self._stopped:
             return None
         for child, (out, _) in zip(self._children, outs, strict=True):
             if child.returncode != 0:
                 raise SystemExit(f"an ingesting child failed ({child.returncode}): {out}")
-        return int(json.loads(outs[0][0].strip().splitlines()[-1]).get("run_id", 0))
+        return [dict(json.loads(out.strip().splitlines()[-1])) for out, _ in outs]
 
     async def stop(self, task: asyncio.Task[None]) -> None:
         self._stopped = True
@@ -364,6 +467,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--search-seconds", type=float, default=10.0)
+    parser.add_argument("--provider-nice", type=int, default=10, choices=range(20))
+    parser.add_argument(
+        "--ingesting-phases",
+        nargs="+",
+        choices=["fetching", "processing"],
+        default=["fetching", "processing"],
+        help="the ingestion phases the ingesting rounds are measured in",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -9,7 +9,10 @@ For each platform latency (0 and 50 ms by default) and worker count (1 and 2 pro
 in a fresh schema: the API (``herald serve``, ``--api-processes`` of them sharing the
 port), the workers (``herald worker``) and the sandbox platform server (``python -m
 herald.social.sandbox``) are processes of their own, this process is the HTTP client;
-posts carry no media and no faults are injected. Three figures:
+posts carry no media and no faults are injected. The client is lean
+(:mod:`benchmarks.lean_http`, a keep-alive connection per request in flight): it shares
+the cores with what it measures, and httpx cost more CPU per post than the API itself
+(``--client httpx`` runs it still, to compare). Three figures:
 
 * **admission**: posts/s answered 202 by the API with the workers stopped (``--clients``
   requests in flight, each with its own Idempotency-Key), by the host's clock;
@@ -47,6 +50,7 @@ import httpx
 
 from benchmarks.accounting import Ledger, spent
 from benchmarks.bench_core import Processes, fresh_schema
+from benchmarks.lean_http import LeanConnection, LeanHttpError
 from herald import loop
 from herald.api import create_key
 from herald.config import Settings
@@ -133,10 +137,17 @@ async def execute(settings: Settings, text: str) -> None:
 
 async def wait_published(settings: Settings, within: float) -> None:
     deadline = time.monotonic() + within
-    while (await query(settings, _PENDING))[0]["n"]:
-        if time.monotonic() > deadline:
-            raise RuntimeError("posts were not published in time")
-        await asyncio.sleep(0.1)
+    # One connection for the whole wait: a new one per poll cost this process more CPU
+    # than the rest of its work during a drain.
+    conn = await connect(conninfo(str(settings.database_url), settings.schema))
+    async with conn:
+        while True:
+            pending = await (await conn.execute(_PENDING.encode())).fetchone()
+            if pending is None or not pending["n"]:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("posts were not published in time")
+            await asyncio.sleep(0.1)
 
 
 async def api_ready(http: httpx.AsyncClient, api: Processes, within: float = 60.0) -> None:
@@ -177,43 +188,69 @@ async def link_accounts(
     return ids
 
 
-async def post_once(http: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]) -> None:
+async def post_once(http: Poster, body: dict[str, Any], headers: dict[str, str]) -> None:
     """POST a post as a careful client does: a dropped connection (a loaded machine's
     keep-alive races) or a 409 for the same key still in flight is retried with the same
     Idempotency-Key, which makes the retry safe."""
     for attempt in range(5):
         try:
-            response = await http.post("/social/posts", json=body, headers=headers)
-        except httpx.TransportError:
+            status, text = await http.post(body, headers)
+        except (httpx.TransportError, LeanHttpError):
             if attempt == 4:
                 raise
         else:
-            if response.status_code == 202:
+            if status == 202:
                 return
-            if response.status_code != 409 or attempt == 4:
-                raise RuntimeError(f"POST /social/posts: {response.status_code} {response.text}")
+            if status != 409 or attempt == 4:
+                raise RuntimeError(f"POST /social/posts: {status} {text}")
         await asyncio.sleep(0.2)
 
 
+class Poster:
+    """One caller's way to POST /social/posts: the lean client's own keep-alive
+    connection (the default), or the shared httpx client (``--client httpx``, what the
+    benchmark used before; kept to compare the clients' cost)."""
+
+    def __init__(self, port: int, headers: dict[str, str], http: httpx.AsyncClient | None):
+        self.http = http
+        self.lean = LeanConnection("127.0.0.1", port, headers) if http is None else None
+        self.headers = headers
+
+    async def post(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, str]:
+        if self.lean is not None:
+            answer = await self.lean.post_json("/social/posts", body, headers)
+            return answer.status, answer.body.decode(errors="replace")
+        assert self.http is not None
+        response = await self.http.post(
+            "/social/posts", json=body, headers={**self.headers, **headers}
+        )
+        return response.status_code, response.text
+
+    async def close(self) -> None:
+        if self.lean is not None:
+            await self.lean.close()
+
+
 async def submit(
-    http: httpx.AsyncClient,
-    headers: dict[str, str],
+    posters: list[Poster],
     accounts: list[int],
     posts: int,
-    clients: int,
     tag: str,
 ) -> float:
-    """Submit ``posts`` posts with ``clients`` requests in flight; the rate of 202s."""
+    """Submit ``posts`` posts with one request in flight per poster; the rate of 202s."""
     numbers = iter(range(posts))
 
-    async def client() -> None:
-        for n in numbers:
-            body = {"account_id": accounts[n % len(accounts)], "message": f"{tag} post {n}"}
-            key = {**headers, "Idempotency-Key": f"{tag}-{n}"}
-            await post_once(http, body, key)
+    async def client(poster: Poster) -> None:
+        try:
+            for n in numbers:
+                body = {"account_id": accounts[n % len(accounts)], "message": f"{tag} post {n}"}
+                await post_once(poster, body, {"Idempotency-Key": f"{tag}-{n}"})
+        finally:
+            await poster.close()
 
     start = time.monotonic()
-    await asyncio.gather(*(client() for _ in range(clients)))
+    async with asyncio.timeout(600):  # a stalled server fails the figure, never hangs it
+        await asyncio.gather(*(client(p) for p in posters))
     return posts / (time.monotonic() - start)
 
 
@@ -256,6 +293,13 @@ class Run:
     concurrency: int
     api_processes: int = 1
     source: Path | None = None  # another checkout's herald to run (A/B comparisons)
+    client: str = "lean"  # the load's HTTP client: lean (benchmarks.lean_http) or httpx
+
+
+def posters(run: Run, port: int, headers: dict[str, str], http: httpx.AsyncClient) -> list[Poster]:
+    """``run.clients`` callers, each with a request in flight at a time."""
+    shared = http if run.client == "httpx" else None
+    return [Poster(port, headers, shared) for _ in range(run.clients)]
 
 
 async def measure(url: str, run: Run) -> dict[str, float]:
@@ -294,7 +338,7 @@ async def measure(url: str, run: Run) -> dict[str, float]:
                     admission = Breakdown(settings, ledger, "admission", _POSTS)
                     await admission.start()
                     figures["admission"] = await submit(
-                        http, headers, accounts, posts, clients, "backlog"
+                        posters(run, port, headers, http), accounts, posts, "backlog"
                     )
                     await admission.stop(figures)
                     print(f"  admission: {figures['admission']:.0f} posts/s", file=sys.stderr)
@@ -318,7 +362,7 @@ async def measure(url: str, run: Run) -> dict[str, float]:
                             base_url=f"http://127.0.0.1:{port}", timeout=120.0, limits=limits
                         ) as fresh:
                             figures["submitted"] = await submit(
-                                fresh, headers, accounts, posts, clients, "steady"
+                                posters(run, port, headers, fresh), accounts, posts, "steady"
                             )
                         await wait_published(settings, 600)
                         span = (await query(settings, _SPAN))[0]
@@ -345,6 +389,12 @@ def main(argv: list[str] | None = None) -> int:
         "--api-processes", type=int, default=1, help="API processes sharing the port"
     )
     parser.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="the load's HTTP client (httpx: the one used before, to compare their cost)",
+    )
+    parser.add_argument(
         "--source",
         type=Path,
         default=None,
@@ -366,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.concurrency,
                 args.api_processes,
                 args.source,
+                args.client,
             )
             figures = loop.run(measure(url, run), "auto")
             print(

@@ -11,6 +11,7 @@ from herald.client import Client
 from herald.config import Settings
 from herald.db import AsyncConn, Row, connect, conninfo
 from herald.ingest.jobs import IngestConfig, register_ingest
+from herald.ingest.pacing import PacingConfig
 from herald.ingest.providers import Provider, ProviderSpec, save_provider
 from herald.ops.audit import Note
 from herald.registry import Herald
@@ -20,7 +21,11 @@ from herald.worker import Worker
 from tests.eventually import eventually
 
 NOTE = Note("test", "testing")
-FAST = IngestConfig(processors=2, batch=200, stuck_after=2.0, duty_every=0.5, busy_snooze=0.2)
+# No lowered priority: the tests run workers in the test process itself.
+FAST = IngestConfig(
+    processors=2, batch=200, stuck_after=2.0, duty_every=0.5, busy_snooze=0.2,
+    pacing=PacingConfig(nice=0),
+)  # fmt: skip
 
 
 def ingest_app(settings: Settings, config: IngestConfig = FAST) -> Herald:

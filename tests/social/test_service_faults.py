@@ -156,7 +156,9 @@ async def test_one_trace_runs_from_the_request_through_the_queue_to_each_platfor
     assert {span.context.trace_id for span in finished} == {int(caller_trace, 16)}
     request, admission = by_name["POST /social/posts"], by_name["social.admission"]
     assert admission.parent is not None and admission.parent.span_id == request.context.span_id
-    steps = [by_name[f"social.post {s}"] for s in ("auth", "media", "publish")]
+    # Every attempt's steps (on a loaded machine a lost lease makes a second attempt).
+    steps = [s for s in finished if s.name.startswith("social.post ")]
+    assert {s.name for s in steps} == {f"social.post {s}" for s in ("auth", "media", "publish")}
     assert all(
         s.parent is not None and s.parent.span_id == admission.context.span_id for s in steps
     )

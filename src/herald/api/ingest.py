@@ -26,6 +26,7 @@ from herald.api.problems import Problem, not_found, responses
 from herald.api.state import ApiState, State
 from herald.db import conninfo, database_url
 from herald.ingest import search as searching
+from herald.ingest.pacing import SEARCH_APPLICATION, serves_search
 from herald.ingest.providers import (
     Provider,
     ProviderError,
@@ -186,7 +187,8 @@ def _service(request: Request) -> searching.SearchService:
 async def serving(app: FastAPI) -> AsyncIterator[None]:
     """Start this API process's search service (pool, bulkhead, cache listener)."""
     state: ApiState = app.state.herald
-    info = conninfo(database_url(state.settings), state.settings.schema, "herald-search")
+    serves_search()  # an ingestion job in this process (herald up) must not slow the API
+    info = conninfo(database_url(state.settings), state.settings.schema, SEARCH_APPLICATION)
     service = searching.SearchService(
         info, state.settings.schema, searching.SearchSettings.from_env(), state.metrics.registry
     )

@@ -21,6 +21,7 @@ from herald.client import Client, open_connection
 from herald.config import Settings
 from herald.ingest.inspect import RunDetail, run_detail
 from herald.ingest.jobs import IngestConfig, register_ingest
+from herald.ingest.pacing import PacingConfig
 from herald.ingest.providers import ProviderSpec, request_fetch, save_provider
 from herald.ingest.sandbox import FeedConfig, Sandbox, SnapshotSpec
 from herald.migrate import migrate
@@ -45,7 +46,9 @@ async def run_demo(settings: Settings, plans: int = 50_000) -> int:
     async with await open_connection(settings) as conn:
         await migrate(conn, settings.schema)
     app = Herald()
-    register_ingest(app, settings, IngestConfig(processors=4, batch=2000, duty_every=1.0))
+    # One process that also answers the search at the end: its priority stays as it is.
+    config = IngestConfig(processors=4, batch=2000, duty_every=1.0, pacing=PacingConfig(nice=0))
+    register_ingest(app, settings, config)
     spec = SnapshotSpec(seed=7, plans=plans, zones=3, plans_per_base=2, malformed_every=5_000)
     async with Sandbox({PROVIDER: FeedConfig(spec=spec)}) as sandbox:
         url = sandbox.feed_url(PROVIDER)

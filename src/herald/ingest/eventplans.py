@@ -29,6 +29,7 @@ A base plan without any plan maps to nothing (it has no dates to publish).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from operator import itemgetter
 
 from herald.ingest.errors import InvalidRecord
@@ -133,12 +134,9 @@ def _plan(
         sold_out = FLAGS.get(attrs.get("sold_out", "false"))
         if sold_out is None:
             sold_out = read.flag(attrs, "sold_out", default=False)
-        zones = [_zone(child.attrs, read) for child in element.children if child.name == "zone"]
-        if len({zone.zone_id for zone in zones}) < len(zones):
-            raise InvalidRecord("two zones have the same zone_id")
+        zones, prices = _zones(element.children, read)
     except InvalidRecord as exc:
         raise located(f"<plan plan_id={plan_id!r}>", exc) from None
-    prices = [zone.price for zone in zones]
     return Plan(
         base_id,
         plan_id,
@@ -156,27 +154,41 @@ def _plan(
     )
 
 
-def _zone(attrs: dict[str, str], read: ValueReader) -> Zone:
-    # The fast path only looks values up; anything missing, unseen or suspect goes the
-    # checked way, which reads (and caches) it or names what is wrong.
-    try:
-        zone_id, name, price_text, capacity_text = _ZONE_FIELDS(attrs)
-    except KeyError:
-        return _checked_zone(attrs, read)
-    price = read.prices.get(price_text)
-    capacity = read.counts.get(capacity_text)
-    numbered = FLAGS.get(attrs.get("numbered", "false"))
-    if (
-        price is None
-        or capacity is None
-        or numbered is None
-        or not 0 < len(zone_id) <= 128
-        or zone_id.strip() != zone_id
-        or len(name) > NAME_LIMIT
-        or name.strip() != name
-    ):
-        return _checked_zone(attrs, read)
-    return Zone(zone_id, name, price, capacity, numbered)
+def _zones(children: list[RawElement], read: ValueReader) -> tuple[list[Zone], list[Decimal]]:
+    """A plan's zones and their prices (one loop: three zones a plan, millions of plans)."""
+    zones: list[Zone] = []
+    prices: list[Decimal] = []
+    known_prices, known_counts = read.prices, read.counts
+    for child in children:
+        if child.name != "zone":
+            continue
+        attrs = child.attrs
+        # The fast path only looks values up; anything missing, unseen or suspect goes
+        # the checked way, which reads (and caches) it or names what is wrong.
+        try:
+            zone_id, name, price_text, capacity_text = _ZONE_FIELDS(attrs)
+            price = known_prices.get(price_text)
+            capacity = known_counts.get(capacity_text)
+            numbered = FLAGS.get(attrs.get("numbered", "false"))
+        except KeyError:
+            price = None
+        if (
+            price is None
+            or capacity is None
+            or numbered is None
+            or not 0 < len(zone_id) <= 128
+            or zone_id.strip() != zone_id
+            or len(name) > NAME_LIMIT
+            or name.strip() != name
+        ):
+            zone = _checked_zone(attrs, read)
+        else:
+            zone = Zone(zone_id, name, price, capacity, numbered)
+        zones.append(zone)
+        prices.append(zone.price)
+    if len(zones) > 1 and len({zone.zone_id for zone in zones}) < len(zones):
+        raise InvalidRecord("two zones have the same zone_id")
+    return zones, prices
 
 
 def _checked_zone(attrs: dict[str, str], read: ValueReader) -> Zone:

@@ -172,6 +172,7 @@ async def fetch_snapshot(
     context: MappingContext | None = None,
     limits: ParseLimits | None = None,
     checkpoint: Checkpoint | None = None,
+    pace: Checkpoint | None = None,
     client: httpx.AsyncClient | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rng: random.Random | None = None,
@@ -180,7 +181,10 @@ async def fetch_snapshot(
 
     ``checkpoint`` is awaited before each request and before each batch goes to the
     sink: it raises to stop the fetch (a lost lease, a cancellation), and whatever it
-    raises propagates unchanged, as does anything the sink raises. ``client`` lets the
+    raises propagates unchanged, as does anything the sink raises. ``pace`` is awaited
+    before each batch goes to the sink, with no write in flight and the body not read
+    meanwhile: it may rest there to leave the machine to searches
+    (:class:`~herald.ingest.pacing.Pacer`). ``client`` lets the
     caller share connection pools; ``sleep`` and ``rng`` make the waits testable.
     """
     policy = policy or FetchPolicy()
@@ -215,7 +219,7 @@ async def fetch_snapshot(
                     attempts=attempt - 1,
                 )
             attempt_state = _Attempt(
-                shown, chosen, sink, policy, context, limits, checkpoint, attempt, started
+                shown, chosen, sink, policy, context, limits, (checkpoint, pace), attempt, started
             )
             scope = asyncio.timeout(remaining)
             try:
@@ -278,14 +282,14 @@ class _Attempt:
         policy: FetchPolicy,
         context: MappingContext | None,
         limits: ParseLimits | None,
-        checkpoint: Checkpoint | None,
+        hooks: tuple[Checkpoint | None, Checkpoint | None],
         attempt: int,
         started: float,
     ) -> None:
         self.shown = shown
         self.sink = sink
         self.policy = policy
-        self.checkpoint = checkpoint
+        self.checkpoint, self.pace = hooks
         self.attempt = attempt
         self.started = started
         self.parser: StreamParser[Plan] = new_parser(fmt, context, limits)
@@ -396,6 +400,8 @@ class _Attempt:
 
     async def _deliver(self, batch: Batch) -> None:
         await self._wait_writing()
+        if self.pace is not None:
+            await self.pace()
         if self.checkpoint is not None:
             await self.checkpoint()
         self.delivered += 1

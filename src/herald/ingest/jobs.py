@@ -24,7 +24,7 @@ import os
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -44,6 +44,7 @@ from herald.ingest.errors import (
     TransportError,
 )
 from herald.ingest.fetch import fetch_snapshot
+from herald.ingest.pacing import Pacer, PacingConfig, lower_priority
 from herald.ingest.processing import drain_run, requeue_stuck
 from herald.ingest.providers import FETCH, PROCESS, UnknownProvider, fetch_settings
 from herald.ingest.staging import RunStager, StagingLimits, fail_run, mark_staged, start_run
@@ -70,10 +71,10 @@ def _number(env: dict[str, str], name: str, default: float, low: float) -> float
 
 @dataclass(frozen=True)
 class IngestConfig:
-    """``HERALD_INGEST_*``: processing fan-out, batches, retries, requeue bound."""
+    """``HERALD_INGEST_*``: processing fan-out, batches, retries, requeue bound, pacing."""
 
     processors: int = 4  # ingest.process jobs admitted per staged run
-    batch: int = 1000  # staged rows claimed per batch
+    batch: int = 4000  # staged rows per batch (per-row cost falls with larger batches)
     row_attempts: int = 3  # attempts per staged row before it ends failed
     stuck_after: float = 60.0  # seconds in processing before a row is requeued
     duty_every: float = 5.0  # seconds between passes of the ingest.requeue duty
@@ -81,17 +82,19 @@ class IngestConfig:
     quarantine_per_run: int = 1000
     quarantine_days: float = 14.0
     keep_rows: float = 86_400.0  # seconds staged rows of a finished run are kept
+    pacing: PacingConfig = field(default_factory=PacingConfig)  # how ingestion yields to search
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> IngestConfig:
         env = dict(os.environ if environ is None else environ)
         return cls(
             processors=int(_number(env, "HERALD_INGEST_PROCESSORS", 4, 1)),
-            batch=int(_number(env, "HERALD_INGEST_BATCH", 1000, 1)),
+            batch=int(_number(env, "HERALD_INGEST_BATCH", 4000, 1)),
             row_attempts=int(_number(env, "HERALD_INGEST_ROW_ATTEMPTS", 3, 1)),
             stuck_after=_number(env, "HERALD_INGEST_STUCK_AFTER", 60.0, 0.1),
             duty_every=_number(env, "HERALD_INGEST_DUTY_EVERY", 5.0, 0.1),
             keep_rows=_number(env, "HERALD_INGEST_KEEP_ROWS", 86_400.0, 0),
+            pacing=PacingConfig.from_env(env),
         )
 
     @property
@@ -197,6 +200,7 @@ async def _fetch_locked(
         fetching = await fetch_settings(conn, provider)
     except UnknownProvider as exc:
         raise Permanent(str(exc)) from None
+    lower_priority(runtime.config.pacing.nice)
     run = await start_run(conn, provider, ctx.job_id, ctx.fence)
     run_id = int(run["id"])
     stager = RunStager(conn, run_id, provider, ctx.fence, runtime.config.staging)
@@ -210,6 +214,7 @@ async def _fetch_locked(
             auth=fetching.auth,
             context=fetching.context,
             checkpoint=_lease_check(ctx),
+            pace=Pacer.on(conn, runtime.config.pacing).breathe,
         )
     except LeaseLost:
         raise  # the run stays fetching; the next attempt abandons it
@@ -252,6 +257,7 @@ async def _fetch_locked(
 
 async def run_process(runtime: IngestRuntime, ctx: JobContext, run_id: int) -> dict[str, Any]:
     token = f"{ctx.worker_id}/{ctx.job_id}.{ctx.fence}"
+    lower_priority(runtime.config.pacing.nice)
     async with runtime.connection() as conn:
         stats = await drain_run(
             conn,
@@ -262,6 +268,7 @@ async def run_process(runtime: IngestRuntime, ctx: JobContext, run_id: int) -> d
             checkpoint=_lease_check(ctx),
             # Not below 10 s: a busy event loop must not cost a healthy batch its session.
             hold_limit=max(10.0, runtime.config.stuck_after),
+            pace=Pacer.on(conn, runtime.config.pacing).breathe,
         )
     return {
         "run_id": run_id,

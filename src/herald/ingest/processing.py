@@ -161,6 +161,7 @@ async def drain_run(
     checkpoint: Callable[[], Awaitable[None]] | None = None,
     hold_limit: float | None = None,
     analyze_from: int = ANALYZE_FROM,
+    pace: Callable[[], Awaitable[None]] | None = None,
 ) -> DrainStats:
     """Process the run's rows until none is pending or processing, then close the run.
 
@@ -170,7 +171,9 @@ async def drain_run(
     batch and raises to stop (a lost lease). ``hold_limit`` (seconds) ends this session
     if it ever sits that long inside a batch's transaction. The worker that closes the
     run refreshes the plans' statistics when the run had ``analyze_from`` rows or more
-    (see :func:`refresh_statistics`).
+    (see :func:`refresh_statistics`). ``pace`` is awaited after each batch, outside any
+    transaction: it may rest there to leave the server to searches
+    (:class:`~herald.ingest.pacing.Pacer`).
     """
     if hold_limit is not None:
         await conn.execute(sql.query("ingest_hold_limit"), {"ms": max(1, int(hold_limit * 1000))})
@@ -189,6 +192,8 @@ async def drain_run(
         if ids:
             stats.batches += 1
             after = ids[-1]
+            if pace is not None:
+                await pace()  # after the batch committed, before the lease is checked
             continue
         if after:  # past the end: rows behind the key may have come back (requeued)
             after = 0

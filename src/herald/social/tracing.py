@@ -7,8 +7,11 @@ Place in the pipeline (auth check -> media -> publish, each step checkpointed): 
 retry - continues that trace; each platform request is a client span whose W3C
 ``traceparent`` goes downstream in its headers (:class:`TracingTransport`).
 
-Off by default: without a configured provider the API's no-op tracer records nothing
-and costs next to nothing. ``HERALD_OTEL_EXPORTER=otlp`` exports over OTLP/HTTP (needs
+Off by default: without a configured provider nothing is recorded, and where no trace
+context is in play either (no ``traceparent`` came with the request) no span is even
+started (:func:`_silent`), so tracing costs a post nothing. A caller's context still
+passes through to the job and the platforms when it is off.
+``HERALD_OTEL_EXPORTER=otlp`` exports over OTLP/HTTP (needs
 ``opentelemetry-exporter-otlp-proto-http``; endpoint from the standard
 ``OTEL_EXPORTER_OTLP_*`` variables), ``console`` prints spans; tests pass a provider
 with an in-memory exporter to :func:`use_provider`.
@@ -23,8 +26,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
-from opentelemetry import trace
-from opentelemetry.propagate import extract, inject
+from opentelemetry import baggage, trace
+from opentelemetry.propagate import extract, get_global_textmap, inject
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -80,9 +83,28 @@ def tracer() -> Tracer:
     return source.get_tracer(INSTRUMENTATION)
 
 
+# What get_tracer_provider() answers while no provider is installed: its spans are no-ops.
+_NO_OP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
+def _silent() -> bool:
+    """Nothing records spans and no trace context is current: a span would be a no-op
+    and an ``inject`` would write nothing, so the callers skip both. (With a context
+    current - a caller's ``traceparent`` - the no-op spans still carry it on.)"""
+    return (
+        _provider is None
+        and isinstance(trace.get_tracer_provider(), _NO_OP_PROVIDERS)
+        and not trace.get_current_span().get_span_context().is_valid
+        and not baggage.get_all()
+    )
+
+
 @contextmanager
 def traced_request(headers: Mapping[str, str], name: str) -> Iterator[None]:
     """A server span for an HTTP request, continuing the caller's ``traceparent``."""
+    if _silent() and not any(field in headers for field in get_global_textmap().fields):
+        yield
+        return
     parent = extract(dict(headers))
     with tracer().start_as_current_span(name, context=parent, kind=SpanKind.SERVER):
         yield
@@ -91,6 +113,9 @@ def traced_request(headers: Mapping[str, str], name: str) -> Iterator[None]:
 @contextmanager
 def traced_admission(idempotency_key: str) -> Iterator[dict[str, str]]:
     """A span for admitting a post; yields its context to store with the job."""
+    if _silent():
+        yield {}
+        return
     with tracer().start_as_current_span("social.admission") as span:
         span.set_attribute("herald.idempotency_key_length", len(idempotency_key))
         carrier: dict[str, str] = {}
@@ -102,6 +127,9 @@ def traced_admission(idempotency_key: str) -> Iterator[dict[str, str]]:
 def traced_step(payload: Mapping[str, Any], job_id: int, attempt: int, step: str) -> Iterator[None]:
     """A span for one step of one attempt, child of the admission's stored context."""
     stored = payload.get("trace")
+    if not stored and _silent():
+        yield
+        return
     parent = extract(dict(stored)) if isinstance(stored, Mapping) else None
     with tracer().start_as_current_span(
         f"social.post {step}", context=parent, kind=SpanKind.CONSUMER
@@ -119,6 +147,8 @@ class TracingTransport(httpx.AsyncBaseTransport):
         self._inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if _silent():
+            return await self._inner.handle_async_request(request)
         platform = str(request.extensions.get("herald.platform") or "http")
         name = f"{platform} {request.method} {request.url.path}"
         with tracer().start_as_current_span(name, kind=SpanKind.CLIENT) as span:
