@@ -105,10 +105,16 @@ def _orphans(
     obs: Observations, claims: dict[int, list[tuple[int, float]]]
 ) -> tuple[list[tuple[float, int, float, float]], int]:
     """Orphan time of each rescued job whose owner died: death -> next claim (or dead)."""
-    deaths: dict[int, float] = {}
+    deaths: dict[int, list[float]] = {}
     for event in obs.events:
         if event.action in DEATHS and event.pid is not None:
-            deaths.setdefault(event.pid, event.at)
+            deaths.setdefault(event.pid, []).append(event.at)
+
+    def death_before(pid: int | None, at: float) -> float | None:
+        """The owner's last death before ``at`` (a paused worker may be paused again)."""
+        times = [t for t in deaths.get(pid, []) if t <= at] if pid is not None else []
+        return max(times, default=None)
+
     outages = _outages(obs.events)
     # A claim whose worker died before its handler logged anything leaves no execution
     # row, but its rescue proves it happened, and before that worker died (or its lease
@@ -118,15 +124,13 @@ def _orphans(
         job_id = rescue["job_id"]
         if any(f == rescue["fence"] for f, _ in claims.get(job_id, [])):
             continue
-        pid = _pid_of(rescue["owner"])
-        owner_died = deaths.get(pid) if pid is not None else None
+        owner_died = death_before(_pid_of(rescue["owner"]), rescue["at"])
         bound = rescue["at"] if owner_died is None else min(owner_died, rescue["at"])
         claims.setdefault(job_id, []).append((rescue["fence"], bound))
     found: list[tuple[float, int, float, float]] = []  # death, job, orphaned, rescue lag
     without_death = 0
     for rescue in obs.rescues:
-        pid = _pid_of(rescue["owner"])
-        died = deaths.get(pid) if pid is not None else None
+        died = death_before(_pid_of(rescue["owner"]), rescue["at"])
         if died is None:
             without_death += 1  # e.g. leases that ran out while PostgreSQL was down
             continue

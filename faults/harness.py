@@ -266,6 +266,12 @@ class Harness:
         except psycopg.OperationalError:
             return set()
 
+    async def held_by(self, pid: int) -> list[int]:
+        """The jobs still running under a lease the worker process ``pid`` took."""
+        async with await self.connect() as conn:
+            cur = await conn.execute(query("held_by_pid"), {"pid": pid})
+            return [int(r["id"]) for r in await cur.fetchall()]
+
     async def warm(self, patience: float = 60.0) -> None:
         """Wait until every worker has run a job: faults start on a working system."""
         deadline = time.monotonic() + patience

@@ -105,10 +105,22 @@ async def _kill_storm_and_crashes(h: Harness, p: Plan) -> None:
     await _with_load(h, p, both())
 
 
+# How often the zombie fault picks again when the paused worker turned out to hold nothing.
+PAUSE_TRIES = 10
+
+
 async def _zombie(h: Harness, p: Plan) -> None:
     async def pause_one() -> None:
-        index = await h.pick_worker(holding=True)
-        h.supervisor.pause(index)
+        # The worker picked as holding a job may finish it between the look and the
+        # SIGSTOP (a loaded CI machine once paused a worker that held nothing, and the
+        # fault did not bite): confirm it still holds one once paused, else pick again.
+        for _ in range(PAUSE_TRIES):
+            index = await h.pick_worker(holding=True)
+            pid = h.supervisor.pause(index)
+            if await h.held_by(pid):
+                break
+            h.supervisor.resume(index)
+            await asyncio.sleep(0.2)
         await asyncio.sleep(p.hold)
         h.supervisor.resume(index)
 
@@ -180,9 +192,8 @@ async def _cancel_during_rescue(h: Harness, p: Plan) -> None:
         while time.monotonic() + p.kill_every <= end:
             await asyncio.sleep(p.kill_every)
             pid = h.supervisor.kill(await h.pick_worker(holding=True))
+            held = await h.held_by(pid)
             async with await h.connect() as conn:
-                cur = await conn.execute(query("held_by_pid"), {"pid": pid})
-                held = [r["id"] for r in await cur.fetchall()]
                 for job_id in held:  # the operator's cancel, as an operator would call it
                     try:
                         await cancel(conn, job_id, actor="faults", reason="worker died")
