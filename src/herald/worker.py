@@ -50,6 +50,10 @@ from herald.registry import Herald
 log = logging.getLogger(__name__)
 # Handlers shorter than this on average (seconds) make the worker claim ahead.
 PREFETCH_BELOW = 0.005
+# Jobs claimed ahead by default: at least this many, whatever the concurrency. A claim's
+# round trip and durable commit are shared by the jobs it brings: claiming 16 ahead at
+# concurrency 16 left its handlers waiting on claims, at twice the CPU per job.
+PREFETCH_MIN = 200
 
 
 class Worker:
@@ -80,7 +84,8 @@ class Worker:
         self.batch = batch or min(concurrency, 500)
         # Claimed ahead: the next claim is in flight while handlers run, not between
         # batches. Only while handlers are short (a job waits here for a slot, leased).
-        self.prefetch = min(concurrency, 500) if prefetch is None else prefetch
+        default = min(max(concurrency, PREFETCH_MIN), 500)
+        self.prefetch = default if prefetch is None else prefetch
         self._ahead: deque[tuple[dict[str, Any], HeldJob]] = deque()
         self._typical = PREFETCH_BELOW  # seconds a handler takes (moving average)
         self.owner = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
