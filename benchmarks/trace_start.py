@@ -180,6 +180,8 @@ def report(name: str, steps: dict[str, list[float]], slow: int = 4) -> None:
         print(f"  {step:<52} {figures} ms")
     medians = sum(statistics.median(steps[s]) for s, _, _ in STEPS)
     print(f"  {'(sum of the step medians)':<52} {medians:>8.3f} ms")
+    first = ", ".join(f"{v:.2f}" for v in steps["total"][:6])
+    print(f"  the first jobs after the worker started, in order: {first} ms")
     slowest = sorted(range(len(steps["total"])), key=steps["total"].__getitem__)[-slow:]
     for i in reversed(slowest):
         parts = ", ".join(f"{steps[name][i]:.2f}" for name in steps)
