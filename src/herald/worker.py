@@ -4,8 +4,9 @@ Moving parts, each a small loop on one asyncio event loop:
 
 * fetcher   - claims up to the free capacity with one SKIP LOCKED statement; wakes on
               NOTIFY (a hint) and on its poll timer (the guarantee). While handlers are
-              short it also claims ahead: up to ``prefetch`` jobs leased, not yet started,
-              each started the moment a slot frees (a graceful stop runs them too);
+              short it also claims ahead: up to ``prefetch`` jobs leased, not yet started
+              (by default the concurrency, at least 200 and at most 500), each started
+              the moment a slot frees (a graceful stop runs them too);
 * listener  - holds LISTEN on its own connection and reconnects forever; a reconnect
               triggers a poll, since notifications sent meanwhile are gone;
 * the lease protocol (heartbeats, self-fencing watchdog, batched fenced completions) -
