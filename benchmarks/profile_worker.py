@@ -40,13 +40,17 @@ def _process_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def profile(url: str, jobs: int, concurrency: int, top: int, profiled: bool) -> str:
+async def profile(
+    url: str, jobs: int, concurrency: int, top: int, profiled: bool, prefetch: int | None = None
+) -> str:
     async with bench_core.fresh_schema(url) as settings:
         async with await Client.open(app, settings) as client:
             for i in range(0, jobs, 5000):
                 chunk = [JobSpec("bench.noop", {"n": i + j}) for j in range(min(5000, jobs - i))]
                 await client.enqueue_many(chunk)
-        worker = Worker(app, concurrency=concurrency, settings=settings, maintenance=False)
+        worker = Worker(
+            app, concurrency=concurrency, settings=settings, maintenance=False, prefetch=prefetch
+        )
         # CPU time of this thread: on a loaded machine wall time mostly measures waiting.
         profiler = cProfile.Profile(time.thread_time)
         running = asyncio.create_task(worker.run())
@@ -112,12 +116,23 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=30, help="functions listed")
     parser.add_argument("--no-profile", action="store_true", help="only the rate and CPU")
     parser.add_argument("--repeat", type=int, default=1, help="runs in a row")
+    parser.add_argument(
+        "--prefetch", default="", help="jobs claimed ahead (comma-separated: each in turn)"
+    )
     args = parser.parse_args(argv)
     url = os.environ.get("HERALD_DATABASE_URL")
     if not url:
         parser.error("set HERALD_DATABASE_URL to the PostgreSQL server to measure against")
+    prefetches: list[int | None] = [int(p) for p in args.prefetch.split(",") if p] or [None]
     for _ in range(args.repeat):
-        print(await profile(url, args.jobs, args.concurrency, args.top, not args.no_profile))
+        for prefetch in prefetches:
+            if prefetch is not None:
+                print(f"prefetch {prefetch}:")
+            print(
+                await profile(
+                    url, args.jobs, args.concurrency, args.top, not args.no_profile, prefetch
+                )
+            )
     return 0
 
 

@@ -263,3 +263,56 @@ async def test_the_worker_that_closes_a_large_run_refreshes_the_plans_statistics
     again = await stage_snapshot(conn, "acme", SnapshotSpec(seed=5, plans=20), 2)
     stats = await drain_run(conn, again, "w", batch=250, poll=0.01, analyze_from=10)
     assert stats.processed_run is not None and not stats.analyzed
+
+
+async def test_staged_rows_keep_every_value_as_the_mapping_gave_it(conn: AsyncConn) -> None:
+    # Binary COPY through the session's buffer: what the server stores is what the
+    # mapping gave, decimal scale, zone JSON and instants in any offset included.
+    madrid = dt.timezone(dt.timedelta(hours=2))
+    early = dt.datetime(1999, 12, 31, 23, 59, 59, 999_999, tzinfo=dt.UTC)
+    zones = (
+        Zone('z "1"', "Tribuna\\Norte ñ 🎟", Decimal("20.0"), 7, True),
+        Zone("z2", "Palco\n", Decimal("20.00"), 0, False),
+        Zone("z3", "", Decimal("1E+2"), 999_999_999_999, False),
+    )
+    plans = [
+        Plan("b1", "p1", "Ópera \"x\"\ttab", early, WHEN.astimezone(madrid), "online", True,
+             None, None, False, Decimal("20.0"), Decimal("1E+2"), zones),
+        Plan("b1", "p2", "t", WHEN, WHEN, "offline", False, None, None, True, None, None, ()),
+        Plan("b2", "p1", "t2", WHEN.astimezone(madrid), WHEN, "online", True, None, None,
+             False, Decimal("0.005"), Decimal("123456789012.5"), zones[:1]),
+    ]  # fmt: skip
+    job_id, fence = await fake_fetch_job(conn, "acme")
+    run = await start_run(conn, "acme", job_id, fence)
+    stager = RunStager(conn, run["id"], "acme", fence)
+    await stager(Batch(plans[:2], []))
+    await stager(Batch(plans[2:], []))  # a second batch reuses the encoder's caches
+    cur = await conn.execute(
+        "SELECT run_id, max_attempts, base_plan_id, plan_id, title, starts_at, ends_at, "
+        "sell_mode, online, min_price::text AS min_price, max_price::text AS max_price, "
+        "zones FROM ingest_staged ORDER BY id"
+    )
+    rows = await cur.fetchall()
+    assert [
+        (r["run_id"], r["max_attempts"], r["base_plan_id"], r["plan_id"], r["title"],
+         r["starts_at"], r["ends_at"], r["sell_mode"], r["online"], r["min_price"],
+         r["max_price"])
+        for r in rows
+    ] == [
+        (run["id"], 3, "b1", "p1", "Ópera \"x\"\ttab", early, WHEN, "online", True, "20.0",
+         "100"),
+        (run["id"], 3, "b1", "p2", "t", WHEN, WHEN, "offline", False, None, None),
+        (run["id"], 3, "b2", "p1", "t2", WHEN, WHEN, "online", True, "0.005",
+         "123456789012.5"),
+    ]  # fmt: skip
+    assert rows[0]["zones"] == [
+        {"zone_id": 'z "1"', "name": "Tribuna\\Norte ñ 🎟", "price": 20.0, "capacity": 7,
+         "numbered": True},
+        {"zone_id": "z2", "name": "Palco\n", "price": 20.0, "capacity": 0, "numbered": False},
+        {"zone_id": "z3", "name": "", "price": 100, "capacity": 999_999_999_999,
+         "numbered": False},
+    ]  # fmt: skip
+    assert rows[1]["zones"] == [] and rows[2]["zones"] == rows[0]["zones"][:1]
+    cur = await conn.execute("SELECT zones::text AS z FROM ingest_staged ORDER BY id LIMIT 1")
+    text = (await cur.fetchone() or {})["z"]
+    assert '"price": 20.0,' in text and '"price": 20.00,' in text and '"price": 100,' in text
