@@ -10,6 +10,7 @@ import pytest
 
 from herald import Settings
 from herald.db import connect, conninfo
+from herald.tenancy import TenantError, checked
 
 NAMES = [
     "default",
@@ -67,3 +68,13 @@ async def test_no_isolated_table_keeps_the_bounded_pattern(settings: Settings, t
         row = await cur.fetchone()
     assert row is not None
     assert "{0,62}" not in row["def"] and "length(tenant_id) <= 63" in row["def"], row
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_python_check_agrees_with_the_database(name: str) -> None:
+    """`herald.tenancy.checked` refuses what the CHECK refuses, "a\\n" included."""
+    if _valid(name):
+        assert checked(name) == name
+    else:
+        with pytest.raises(TenantError):
+            checked(name)

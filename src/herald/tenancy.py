@@ -28,7 +28,8 @@ from herald import sql
 DEFAULT = "default"
 PLATFORM = "*"
 RUNTIME_ROLE = "herald_runtime"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+# fullmatch, not match: a `$` also matches before a trailing newline ("a\n").
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -44,7 +45,7 @@ class TenantError(ValueError):
 
 def checked(name: str) -> str:
     """``name`` if it can name a tenant (lower-case letters, digits, ``-``, ``_``)."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise TenantError(
             f"tenant must be 1-63 lower-case letters, digits, '-' or '_', got {name!r}"
         )
