@@ -7,6 +7,7 @@ Samples at other moments are taken with the engine's clock shifted for one sessi
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from herald.config import Settings
 from herald.ops import queue_samples
 from herald.ops.housekeeping import Housekeeper
 from tests.console_kit import Console, open_console, sign_in
+from tests.eventually import eventually
 from tests.support import APP
 
 
@@ -122,4 +124,54 @@ async def test_a_housekeeper_takes_the_samples(settings: Settings) -> None:
             cur = await conn.execute("SELECT count(*) AS n FROM queue_samples")
             assert await cur.fetchone() == {"n": 1}
     finally:
+        await keeper.close()
+
+
+async def test_a_process_taking_the_duty_keeps_the_deployments_cadence(settings: Settings) -> None:
+    cadence = queue_samples.Cadence(every=30.0)
+    async with await open_connection(settings) as conn:
+        first = await cadence.due_in(conn)  # no sample yet: one period after the first look
+        assert 29.0 < first <= 30.0
+        await conn.execute(b"SET herald.clock_offset = '-10 seconds'")
+        await queue_samples.sample_queues(conn)  # taken 10 s ago by another holder
+        await conn.execute(b"RESET herald.clock_offset")
+        assert 19.0 < await queue_samples.Cadence(every=30.0).due_in(conn) <= 20.0
+        await conn.execute(b"SET herald.clock_offset = '25 seconds'")
+        assert await queue_samples.Cadence(every=30.0).due_in(conn) == 0.0  # 35 s old: due
+
+
+async def test_the_period_stretches_so_sampling_takes_a_bounded_share_of_the_time(
+    settings: Settings,
+) -> None:
+    cadence = queue_samples.Cadence(every=30.0, budget=0.01)
+    async with await open_connection(settings) as conn:
+        took = await cadence.sample(conn)
+        assert cadence.period == max(30.0, took / 0.01)
+        costly = queue_samples.Cadence(every=30.0, budget=1e-9)  # as if far dearer
+        took = await costly.sample(conn)
+        assert costly.period == took / 1e-9 > 30.0
+        assert await costly.due_in(conn) > 30.0  # the next pass waits the longer period
+
+
+async def test_a_housekeeper_does_not_sample_the_moment_it_takes_the_duty(
+    settings: Settings,
+) -> None:
+    keeper = await Housekeeper.open(APP, settings, holder="starting")
+    keeper.sampling = queue_samples.Cadence(every=1.5)
+    stopping = asyncio.Event()
+    running = asyncio.create_task(keeper.run(stopping))
+    try:
+
+        async def taken() -> int:
+            async with await open_connection(settings) as conn:
+                cur = await conn.execute("SELECT count(*) AS n FROM queue_samples")
+                row = await cur.fetchone()
+            return int(row["n"]) if row else 0
+
+        await asyncio.sleep(0.8)
+        assert queue_samples.DUTY in keeper.held and await taken() == 0
+        assert await eventually(taken, what="the first sample", within=10) == 1
+    finally:
+        stopping.set()
+        await running
         await keeper.close()

@@ -5,8 +5,8 @@ The duties:
 * ``cleanup:<app>``: compensation of dead letters (:mod:`herald.ops.cleanup`) for the
   kinds of this application (one duty per set of kinds: workers of another application
   clean up their own kinds);
-* ``queue-samples``: what each queue holds, every half minute, for the console's charts
-  over time (:mod:`herald.ops.queue_samples`);
+* ``queue-samples``: what each queue holds, every half minute (less often at depth), for
+  the console's charts over time (:mod:`herald.ops.queue_samples`);
 * ``dead-letter-bounds``: dead letters redacted, kept for a retention and under a cap
   (:mod:`herald.ops.dead_bounds`);
 * the application's own duties (:meth:`herald.Herald.duty`), such as the catalog sweeping
@@ -66,6 +66,9 @@ class _Duty:
     # acting for it (its reads see that tenant's rows, its writes are that tenant's).
     # The queue samples are the deployment's: one pass, for the platform.
     per_tenant: bool = True
+    # Seconds until the next pass is due, for a duty that keeps its cadence in the database
+    # (asked before each pass while held); None: a pass every ``every`` seconds.
+    due_in: Callable[[], Awaitable[float]] | None = None
 
 
 @dataclass
@@ -116,9 +119,16 @@ class Housekeeper:
         self.held: frozenset[str] = frozenset()
         self._own_pool = False
         self.dead_bounds = dead_bounds.DeadLetterBounds.from_env()  # refused now if malformed
+        self.sampling = queue_samples.Cadence()
         self.duties = [
             _Duty(cleanup_duty_name(app), cleanup_interval, self._cleanup_pass),
-            _Duty(queue_samples.DUTY, queue_samples.SAMPLE_EVERY, self._sample_queues, False),
+            _Duty(
+                queue_samples.DUTY,
+                queue_samples.SAMPLE_EVERY,
+                self._sample_queues,
+                per_tenant=False,
+                due_in=self._samples_due_in,
+            ),
             _Duty(dead_bounds.DUTY, dead_bounds.EVERY, self._bound_dead_letters),
             *(_Duty(d.name, d.every, functools.partial(_call, d.run)) for d in app.duties()),
         ]
@@ -144,7 +154,11 @@ class Housekeeper:
         await dead_bounds.enforce(self.pool, self.dead_bounds)
 
     async def _sample_queues(self) -> None:
-        await queue_samples.sample_queues(self.pool)
+        await self.sampling.sample(self.pool)
+
+    async def _samples_due_in(self) -> float:
+        with tenancy.platform():
+            return await self.sampling.due_in(self.pool)
 
     async def _cleanup_pass(self) -> None:
         while await self.cleanup.run_once() >= self.cleanup.batch:
@@ -216,12 +230,23 @@ class Housekeeper:
             await asyncio.gather(holding, *loops, return_exceptions=True)
             await self.release()
 
+    async def _due_in(self, due_in: Callable[[], Awaitable[float]]) -> float:
+        try:
+            return await due_in()
+        except (psycopg.Error, OSError):
+            return 0.0  # the pass itself will fail, be counted and logged, and wait
+
     async def _hold_loop(self, stopping: asyncio.Event) -> None:
         while not await pause(stopping, self.lease / 3):
             await self.hold_once()
 
     async def _duty_loop(self, duty: _Duty, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
+            if duty.due_in is not None and duty.name in self.held:
+                wait = await self._due_in(duty.due_in)
+                if wait > 0:  # looked at again at least every renewal, in case it moved
+                    await pause(stopping, min(wait, self.lease / 3))
+                    continue
             ran = await self.run_due(duty)
             # Not holding it: look again at the next renewal, not a whole interval later.
             await pause(stopping, duty.every if ran else min(duty.every, self.lease / 3))
