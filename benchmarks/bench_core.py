@@ -59,7 +59,7 @@ FROM jobs
 _STARTED = "SELECT id, (result->>'started')::float8 AS started FROM jobs WHERE state = 'succeeded'"
 # Like pgbench before each run: write out what earlier figures left dirty, so a figure
 # does not pay for the previous one's checkpoint. Needs a superuser (or pg_checkpoint).
-_CHECKPOINT = "CHECKPOINT"
+CHECKPOINT = "CHECKPOINT"
 _VERSION = "SHOW server_version"
 _SYNC_COMMIT = "SHOW synchronous_commit"
 _FSYNC = "SHOW fsync"
@@ -77,7 +77,7 @@ async def fresh_schema(url: str) -> AsyncIterator[Settings]:
         await migrate(conn, name)
         # Without the privilege the figures include whatever checkpoint falls due.
         with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-            await conn.execute(_CHECKPOINT)
+            await conn.execute(CHECKPOINT)
         yield Settings(database_url=url, schema=name)
     finally:
         await conn.execute(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import os
 import signal
@@ -31,6 +32,8 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+import psycopg
 
 from benchmarks import bench_core, svgplot
 from benchmarks.bench_app import app
@@ -81,6 +84,10 @@ async def first_rate(url: str, waiting: int, sample: int, concurrency: int) -> f
         conn = await connect(conninfo(url, settings.schema))
         async with conn:
             await conn.execute("VACUUM ANALYZE jobs")  # as autovacuum leaves a settled table
+            # As a server that has held the backlog a while has written it out: else the
+            # checkpoint the fill made due runs during the deep run's drain (0.64 -> 0.90).
+            with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                await conn.execute(bench_core.CHECKPOINT)
             with bench_core.WorkerProcesses(settings, 1, concurrency, None) as workers:
                 await workers.started()
                 deadline = time.monotonic() + max(120.0, sample / 100)
