@@ -115,11 +115,36 @@ async def depth(args: argparse.Namespace, url: str) -> None:
             rates[waiting].append(rate)
             print(f"  {waiting:>9,} waiting: {rate:>8,.0f} jobs/s   ({load()})", flush=True)
     shallow, deep = (statistics.median(rates[w]) for w in (args.shallow, args.deep))
+    if args.out:
+        write_depth(Path(args.out), args.sample, args.concurrency, rates)
     print(
         f"median drain rate, first {args.sample:,} jobs, concurrency {args.concurrency}: "
         f"{args.shallow:,} waiting {shallow:,.0f} jobs/s, {args.deep:,} waiting "
         f"{deep:,.0f} jobs/s, ratio {deep / shallow:.2f}"
     )
+
+
+def write_depth(out: Path, sample: int, concurrency: int, rates: dict[int, list[float]]) -> None:
+    """Each run's rate, as CSV and as a chart (one line per backlog size)."""
+    with out.with_suffix(".csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["run", "waiting", "jobs_per_s"])
+        for waiting, runs in rates.items():
+            writer.writerows([n, waiting, round(rate)] for n, rate in enumerate(runs, 1))
+    runs = list(range(1, len(next(iter(rates.values()))) + 1))
+    out.with_suffix(".svg").write_text(
+        svgplot.render(
+            f"Drain rate of the first {sample:,} jobs, one worker at concurrency {concurrency}",
+            [float(n) for n in runs],
+            [
+                svgplot.Panel(
+                    "jobs/s", {f"{waiting:,} waiting": values for waiting, values in rates.items()}
+                )
+            ],
+            x_label="run",
+        )
+    )
+    print(f"written {out.with_suffix('.csv')} and {out.with_suffix('.svg')}")
 
 
 # --- soak -----------------------------------------------------------------------------------
@@ -273,6 +298,7 @@ async def main(argv: list[str] | None = None) -> int:
     d.add_argument("--sample", type=int, default=10_000, help="jobs whose rate is taken")
     d.add_argument("--repeat", type=int, default=2)
     d.add_argument("--concurrency", type=int, default=200)
+    d.add_argument("--out", default="", help="also write CSV and SVG here (no suffix)")
     s = sub.add_parser("soak", help="a steady rate in and out, sampled over time")
     s.add_argument("--minutes", type=float, default=30.0)
     s.add_argument("--rate", type=int, default=5000, help="jobs admitted per second")
